@@ -1,0 +1,5 @@
+"""scrape_contracts: web-scraping contracts as partitioned Dagster assets."""
+
+from scrape_contracts.reader import read_accepted
+
+__all__ = ["read_accepted"]

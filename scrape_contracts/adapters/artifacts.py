@@ -1,0 +1,56 @@
+"""Content-addressed storage of raw pages: the same page is stored once, whoever fetched it."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+
+class ArtifactStore:
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def _path(self, sha256: str) -> Path:
+        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+            raise ValueError(f"not a sha256 hex digest: {sha256!r}")
+        return self.root / sha256[:2] / f"{sha256}.html.gz"
+
+    def put(self, html: str) -> str:
+        """Store ``html`` and return its sha256 (of the UTF-8 text)."""
+        data = html.encode("utf-8")
+        sha = hashlib.sha256(data).hexdigest()
+        path = self._path(sha)
+        if path.exists():
+            return sha
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # write-then-rename: a crash never leaves a truncated page under a valid name
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(gzip.compress(data, compresslevel=6))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return sha
+
+    def get(self, sha256: str) -> str | None:
+        path = self._path(sha256)
+        if not path.exists():
+            return None
+        return gzip.decompress(path.read_bytes()).decode("utf-8")
+
+    def exists(self, sha256: str) -> bool:
+        return self._path(sha256).exists()
+
+    def prune(self, keep: set[str]) -> int:
+        """Delete every page not in ``keep`` (the last accepted page per partition and quarantined ones)."""
+        removed = 0
+        for path in self.root.glob("*/*.html.gz"):
+            if path.name.removesuffix(".html.gz") not in keep:
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed

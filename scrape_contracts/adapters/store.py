@@ -1,0 +1,611 @@
+"""The project store: accepted versions, candidates, selector versions, reviews, partition state.
+
+One SQLAlchemy URL (SQLite by default, PostgreSQL in production). Every write that must not be half-done
+is one transaction; races are settled by unique constraints (one accepted version per candidate, one
+selector version number per contract) rather than by hoping two runs never meet.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+metadata = sa.MetaData()
+
+candidates = sa.Table(
+    "sc_candidates", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("record", sa.JSON, nullable=False),
+    sa.Column("outcome", sa.String(32), nullable=False),
+    # pending → accepted | quarantined | rejected | unchanged; quarantined → accepted | rejected | superseded
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("details", sa.JSON, nullable=False),
+    sa.Column("page_sha256", sa.String(64)),
+    sa.Column("selector_version", sa.Integer),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_sc_candidates_partition", "contract", "partition", "id"),
+)
+
+accepted = sa.Table(
+    "sc_accepted", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("record", sa.JSON, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("candidate_id", sa.Integer, sa.ForeignKey("sc_candidates.id"), unique=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("page_sha256", sa.String(64)),
+    sa.Column("source", sa.String(16), nullable=False),  # scrape | review
+    sa.Column("reviewer", sa.String(256)),
+    sa.Column("reason", sa.Text),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("contract", "partition", "version", name="uq_sc_accepted_version"),
+)
+
+selector_versions = sa.Table(
+    "sc_selector_versions", metadata,
+    sa.Column("contract", sa.String(128), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("parent_version", sa.Integer),
+    sa.Column("selectors", sa.JSON, nullable=False),
+    sa.Column("contract_selectors", sa.JSON, nullable=False),  # the YAML's selectors this line descends from
+    sa.Column("source", sa.String(16), nullable=False),  # contract | heal
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("partition", sa.String(256)),
+    sa.Column("changes", sa.JSON, nullable=False),  # {field: {"old": sel, "new": sel, "evidence": {...}}}
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+reviews = sa.Table(
+    "sc_reviews", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("candidate_id", sa.Integer, sa.ForeignKey("sc_candidates.id"), nullable=False, unique=True),
+    sa.Column("decision", sa.String(16), nullable=False),  # accept | reject
+    sa.Column("reviewer", sa.String(256), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+partition_state = sa.Table(
+    "sc_partition_state", metadata,
+    sa.Column("contract", sa.String(128), primary_key=True),
+    sa.Column("partition", sa.String(256), primary_key=True),
+    sa.Column("paused", sa.Boolean, nullable=False, default=False),
+    sa.Column("pause_reason", sa.Text),
+    sa.Column("heal_attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("etag", sa.Text),
+    sa.Column("last_modified", sa.Text),
+    sa.Column("last_page_sha256", sa.String(64)),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+targets = sa.Table(
+    "sc_targets", metadata,
+    sa.Column("contract", sa.String(128), primary_key=True),
+    sa.Column("partition", sa.String(256), primary_key=True),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+
+class StoreError(Exception):
+    """A request the store refuses; the message says why and what to do."""
+
+
+class NothingToReview(StoreError):
+    pass
+
+
+class Superseded(StoreError):
+    pass
+
+
+class AlreadyAccepted(StoreError):
+    pass
+
+
+class SelectorConflict(StoreError):
+    """Another run added a selector version first: reload and retry."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: int
+    contract: str
+    partition: str
+    run_id: str
+    url: str
+    record: dict[str, Any]
+    outcome: str
+    status: str
+    details: dict[str, Any]
+    page_sha256: str | None
+    selector_version: int | None
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class AcceptedVersion:
+    contract: str
+    partition: str
+    version: int
+    record: dict[str, Any]
+    url: str
+    candidate_id: int | None
+    run_id: str
+    page_sha256: str | None
+    source: str
+    reviewer: str | None
+    reason: str | None
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class SelectorVersion:
+    contract: str
+    version: int
+    parent_version: int | None
+    selectors: dict[str, str]
+    contract_selectors: dict[str, str]
+    source: str
+    run_id: str | None
+    partition: str | None
+    changes: dict[str, Any]
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    contract: str
+    partition: str
+    paused: bool = False
+    pause_reason: str | None = None
+    heal_attempts: int = 0
+    etag: str | None = None
+    last_modified: str | None = None
+    last_page_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Review:
+    contract: str
+    partition: str
+    candidate_id: int
+    decision: str
+    reviewer: str
+    reason: str
+    run_id: str | None
+    accepted_version: int | None
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def _engine_for(url: str) -> Engine:
+    # one pool per URL per process: runs, sensors and the CLI share it
+    with _engines_lock:
+        engine = _engines.get(url)
+        if engine is None:
+            if url.startswith("sqlite"):
+                engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+
+                @sa.event.listens_for(engine, "connect")
+                def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+                    dbapi_conn.isolation_level = None  # let BEGIN below take effect
+                    dbapi_conn.execute("PRAGMA journal_mode=WAL")
+                    dbapi_conn.execute("PRAGMA busy_timeout=60000")
+
+                @sa.event.listens_for(engine, "begin")
+                def _sqlite_begin(conn: Connection) -> None:
+                    # IMMEDIATE: take the write lock up front, so two writers queue instead of deadlocking
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                engine = sa.create_engine(url, pool_pre_ping=True)
+            metadata.create_all(engine)
+            _engines[url] = engine
+        return engine
+
+
+class ProjectStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = _engine_for(url)
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        with self.engine.begin() as conn:
+            yield conn
+
+    @staticmethod
+    def _lock_partition(conn: Connection, contract: str, partition: str) -> None:
+        """Row lock on the partition's state: concurrent accept/quarantine/review of one partition queue."""
+        _ensure_state(conn, contract, partition)
+        if conn.dialect.name == "postgresql":
+            conn.execute(
+                sa.select(partition_state.c.contract)
+                .where(partition_state.c.contract == contract, partition_state.c.partition == partition)
+                .with_for_update()
+            )
+
+    # ---- candidates -------------------------------------------------------------------------------
+    def add_candidate(self, *, contract: str, partition: str, run_id: str, url: str, record: dict[str, Any],
+                      outcome: str, details: dict[str, Any], page_sha256: str | None,
+                      selector_version: int | None) -> Candidate:
+        with self._tx() as conn:
+            row = conn.execute(
+                candidates.insert().values(
+                    contract=contract, partition=partition, run_id=run_id, url=url, record=record,
+                    outcome=outcome, status="pending", details=details, page_sha256=page_sha256,
+                    selector_version=selector_version, created_at=_now(),
+                ).returning(*candidates.c)
+            ).one()
+        return _candidate(row)
+
+    def candidate(self, candidate_id: int) -> Candidate | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).first()
+        return _candidate(row) if row else None
+
+    def latest_candidate(self, contract: str, partition: str, run_id: str | None = None) -> Candidate | None:
+        query = sa.select(candidates).where(candidates.c.contract == contract, candidates.c.partition == partition)
+        if run_id is not None:
+            query = query.where(candidates.c.run_id == run_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(query.order_by(candidates.c.id.desc()).limit(1)).first()
+        return _candidate(row) if row else None
+
+    def set_candidate_status(self, candidate_id: int, status: str) -> None:
+        with self._tx() as conn:
+            conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status=status))
+
+    def quarantine(self, candidate_id: int, reason: str) -> Candidate:
+        """Hold a candidate for review and pause its partition; older pending reviews are superseded."""
+        with self._tx() as conn:
+            cand = _candidate(conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).one())
+            self._lock_partition(conn, cand.contract, cand.partition)
+            conn.execute(
+                candidates.update()
+                .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
+                       candidates.c.status == "quarantined", candidates.c.id != candidate_id)
+                .values(status="superseded")
+            )
+            conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="quarantined"))
+            _update_state(conn, cand.contract, cand.partition, paused=True,
+                          pause_reason=f"review required: {reason}")
+        return self.candidate(candidate_id)  # type: ignore[return-value]
+
+    def quarantined(self, after_id: int = 0, limit: int = 100) -> list[Candidate]:
+        """Candidates quarantined (and still waiting) with id > after_id, oldest first: the review cursor."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(candidates)
+                .where(candidates.c.status == "quarantined", candidates.c.id > after_id)
+                .order_by(candidates.c.id).limit(limit)
+            ).all()
+        return [_candidate(r) for r in rows]
+
+    def pending_review(self, contract: str, partition: str) -> Candidate | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(candidates)
+                .where(candidates.c.contract == contract, candidates.c.partition == partition,
+                       candidates.c.status == "quarantined")
+                .order_by(candidates.c.id.desc()).limit(1)
+            ).first()
+        return _candidate(row) if row else None
+
+    # ---- accepted versions ------------------------------------------------------------------------
+    def accept(self, candidate_id: int, *, run_id: str, source: str = "scrape", reviewer: str | None = None,
+               reason: str | None = None, allowed_status: Sequence[str] = ("pending",)) -> AcceptedVersion:
+        """Make a candidate the newest accepted version of its partition, exactly once."""
+        with self._tx() as conn:
+            return self._accept(conn, candidate_id, run_id=run_id, source=source, reviewer=reviewer,
+                                reason=reason, allowed_status=allowed_status)
+
+    def _accept(self, conn: Connection, candidate_id: int, *, run_id: str, source: str, reviewer: str | None,
+                reason: str | None, allowed_status: Sequence[str]) -> AcceptedVersion:
+        row = conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).first()
+        if row is None:
+            raise StoreError(f"candidate {candidate_id} does not exist")
+        cand = _candidate(row)
+        self._lock_partition(conn, cand.contract, cand.partition)
+        # re-read under the lock: a racing run may have accepted it meanwhile
+        status = conn.execute(sa.select(candidates.c.status).where(candidates.c.id == candidate_id)).scalar_one()
+        if status == "accepted":
+            raise AlreadyAccepted(f"candidate {candidate_id} of {cand.contract}/{cand.partition} is already accepted")
+        if status not in allowed_status:
+            raise StoreError(f"candidate {candidate_id} of {cand.contract}/{cand.partition} is {status}, "
+                             f"not {' or '.join(allowed_status)}")
+        version = (conn.execute(
+            sa.select(sa.func.max(accepted.c.version))
+            .where(accepted.c.contract == cand.contract, accepted.c.partition == cand.partition)
+        ).scalar() or 0) + 1
+        try:
+            conn.execute(accepted.insert().values(
+                contract=cand.contract, partition=cand.partition, version=version, record=cand.record,
+                url=cand.url, candidate_id=cand.id, run_id=run_id, page_sha256=cand.page_sha256,
+                source=source, reviewer=reviewer, reason=reason, created_at=_now(),
+            ))
+        except IntegrityError as exc:
+            raise AlreadyAccepted(f"candidate {candidate_id} raced with another accept: {exc.orig}") from None
+        conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="accepted"))
+        # anything still waiting for review on this partition is now older than the accepted data
+        conn.execute(
+            candidates.update()
+            .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
+                   candidates.c.status == "quarantined", candidates.c.id < candidate_id)
+            .values(status="superseded")
+        )
+        _update_state(conn, cand.contract, cand.partition, heal_attempts=0)
+        return AcceptedVersion(cand.contract, cand.partition, version, cand.record, cand.url, cand.id, run_id,
+                               cand.page_sha256, source, reviewer, reason, _now())
+
+    def latest_accepted(self, contract: str, partition: str) -> AcceptedVersion | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(accepted)
+                .where(accepted.c.contract == contract, accepted.c.partition == partition)
+                .order_by(accepted.c.version.desc()).limit(1)
+            ).first()
+        return _accepted(row) if row else None
+
+    def accepted_history(self, contract: str, partition: str) -> list[AcceptedVersion]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(accepted)
+                .where(accepted.c.contract == contract, accepted.c.partition == partition)
+                .order_by(accepted.c.version)
+            ).all()
+        return [_accepted(r) for r in rows]
+
+    def latest_accepted_all(self, contract: str, partitions: Sequence[str] | None = None) -> list[AcceptedVersion]:
+        newest = (
+            sa.select(accepted.c.partition, sa.func.max(accepted.c.version).label("version"))
+            .where(accepted.c.contract == contract)
+            .group_by(accepted.c.partition)
+            .subquery()
+        )
+        query = sa.select(accepted).join(
+            newest, sa.and_(accepted.c.partition == newest.c.partition, accepted.c.version == newest.c.version)
+        ).where(accepted.c.contract == contract)
+        if partitions is not None:
+            query = query.where(accepted.c.partition.in_(list(partitions)))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(accepted.c.partition)).all()
+        return [_accepted(r) for r in rows]
+
+    # ---- reviews ----------------------------------------------------------------------------------
+    def decide(self, contract: str, partition: str, decision: str, *, reviewer: str, reason: str,
+               run_id: str | None = None, candidate_id: int | None = None) -> Review:
+        """Accept or reject the quarantined candidate of a partition, recording who and why."""
+        if decision not in ("accept", "reject"):
+            raise StoreError(f"decision must be 'accept' or 'reject', not {decision!r}")
+        if not reviewer.strip() or not reason.strip():
+            raise StoreError("a review needs a reviewer and a reason")
+        with self._tx() as conn:
+            self._lock_partition(conn, contract, partition)
+            query = sa.select(candidates).where(candidates.c.contract == contract,
+                                                candidates.c.partition == partition)
+            if candidate_id is not None:
+                row = conn.execute(query.where(candidates.c.id == candidate_id)).first()
+                if row is None:
+                    raise NothingToReview(f"{contract}/{partition} has no candidate {candidate_id}")
+                cand = _candidate(row)
+                if cand.status in ("superseded", "accepted", "rejected"):
+                    raise Superseded(
+                        f"candidate {candidate_id} of {contract}/{partition} is {cand.status}: "
+                        "a newer candidate or decision replaced it; review the current one instead"
+                    )
+            else:
+                row = conn.execute(query.where(candidates.c.status == "quarantined")
+                                   .order_by(candidates.c.id.desc()).limit(1)).first()
+                if row is None:
+                    raise NothingToReview(f"{contract}/{partition} has nothing quarantined to review")
+                cand = _candidate(row)
+            if cand.status != "quarantined":
+                raise NothingToReview(f"candidate {cand.id} of {contract}/{partition} is {cand.status}, "
+                                      "not quarantined")
+            newer = conn.execute(
+                sa.select(sa.func.count()).select_from(accepted)
+                .join(candidates, accepted.c.candidate_id == candidates.c.id)
+                .where(accepted.c.contract == contract, accepted.c.partition == partition,
+                       candidates.c.id > cand.id)
+            ).scalar()
+            if newer:
+                conn.execute(candidates.update().where(candidates.c.id == cand.id).values(status="superseded"))
+                raise Superseded(f"candidate {cand.id} of {contract}/{partition} was superseded by newer "
+                                 "accepted data; nothing to decide")
+            version = None
+            if decision == "accept":
+                version = self._accept(conn, cand.id, run_id=run_id or "", source="review", reviewer=reviewer,
+                                       reason=reason, allowed_status=("quarantined",)).version
+            else:
+                conn.execute(candidates.update().where(candidates.c.id == cand.id).values(status="rejected"))
+            conn.execute(reviews.insert().values(
+                contract=contract, partition=partition, candidate_id=cand.id, decision=decision,
+                reviewer=reviewer, reason=reason, run_id=run_id, created_at=_now(),
+            ))
+            _update_state(conn, contract, partition, paused=False, pause_reason=None, heal_attempts=0)
+        return Review(contract, partition, cand.id, decision, reviewer, reason, run_id, version)
+
+    # ---- selector versions ------------------------------------------------------------------------
+    def current_selectors(self, contract: str, contract_selectors: dict[str, str]) -> SelectorVersion:
+        """The selector set in force; version 1 is the YAML. An edited YAML starts a new line of versions."""
+        for _ in range(5):
+            latest = self._latest_selectors(contract)
+            if latest is not None and latest.contract_selectors == contract_selectors:
+                return latest
+            try:
+                return self.add_selector_version(
+                    contract, parent_version=latest.version if latest else None,
+                    selectors=dict(contract_selectors), contract_selectors=dict(contract_selectors),
+                    source="contract", changes={},
+                )
+            except SelectorConflict:
+                continue
+        raise SelectorConflict(f"could not register the selectors of contract {contract!r}: too much contention")
+
+    def _latest_selectors(self, contract: str) -> SelectorVersion | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(selector_versions).where(selector_versions.c.contract == contract)
+                .order_by(selector_versions.c.version.desc()).limit(1)
+            ).first()
+        return _selector_version(row) if row else None
+
+    def add_selector_version(self, contract: str, *, parent_version: int | None, selectors: dict[str, str],
+                             contract_selectors: dict[str, str], source: str, changes: dict[str, Any],
+                             run_id: str | None = None, partition: str | None = None) -> SelectorVersion:
+        """Compare-and-swap: succeeds only if ``parent_version`` is still the newest version."""
+        version = (parent_version or 0) + 1
+        try:
+            with self._tx() as conn:
+                newest = conn.execute(
+                    sa.select(sa.func.max(selector_versions.c.version))
+                    .where(selector_versions.c.contract == contract)
+                ).scalar()
+                if newest != parent_version:
+                    raise SelectorConflict(
+                        f"selectors of {contract!r} moved from version {parent_version} to {newest} meanwhile"
+                    )
+                conn.execute(selector_versions.insert().values(
+                    contract=contract, version=version, parent_version=parent_version, selectors=selectors,
+                    contract_selectors=contract_selectors, source=source, run_id=run_id, partition=partition,
+                    changes=changes, created_at=_now(),
+                ))
+        except IntegrityError:
+            raise SelectorConflict(f"selector version {version} of {contract!r} was written by another run") from None
+        return self.selector_version(contract, version)  # type: ignore[return-value]
+
+    def selector_version(self, contract: str, version: int) -> SelectorVersion | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(selector_versions).where(
+                selector_versions.c.contract == contract, selector_versions.c.version == version)).first()
+        return _selector_version(row) if row else None
+
+    def selector_history(self, contract: str) -> list[SelectorVersion]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(selector_versions).where(selector_versions.c.contract == contract)
+                                .order_by(selector_versions.c.version)).all()
+        return [_selector_version(r) for r in rows]
+
+    # ---- partition state --------------------------------------------------------------------------
+    def state(self, contract: str, partition: str) -> PartitionState:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(partition_state).where(
+                partition_state.c.contract == contract, partition_state.c.partition == partition)).first()
+        if row is None:
+            return PartitionState(contract, partition)
+        return PartitionState(row.contract, row.partition, bool(row.paused), row.pause_reason,
+                              row.heal_attempts, row.etag, row.last_modified, row.last_page_sha256)
+
+    def paused_partitions(self, contract: str) -> dict[str, str]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(partition_state.c.partition, partition_state.c.pause_reason).where(
+                partition_state.c.contract == contract, partition_state.c.paused.is_(True))).all()
+        return {r.partition: r.pause_reason or "paused" for r in rows}
+
+    def update_state(self, contract: str, partition: str, **values: Any) -> PartitionState:
+        with self._tx() as conn:
+            _ensure_state(conn, contract, partition)
+            _update_state(conn, contract, partition, **values)
+        return self.state(contract, partition)
+
+    def add_heal_attempt(self, contract: str, partition: str) -> int:
+        with self._tx() as conn:
+            self._lock_partition(conn, contract, partition)
+            conn.execute(partition_state.update().where(
+                partition_state.c.contract == contract, partition_state.c.partition == partition
+            ).values(heal_attempts=partition_state.c.heal_attempts + 1, updated_at=_now()))
+            return conn.execute(sa.select(partition_state.c.heal_attempts).where(
+                partition_state.c.contract == contract, partition_state.c.partition == partition)).scalar_one()
+
+    def resume(self, contract: str, partition: str) -> PartitionState:
+        return self.update_state(contract, partition, paused=False, pause_reason=None, heal_attempts=0)
+
+    # ---- dynamic targets --------------------------------------------------------------------------
+    def add_targets(self, contract: str, urls_by_key: dict[str, str]) -> list[str]:
+        """Record key → URL for dynamic targets; returns the keys that were new."""
+        added = []
+        with self._tx() as conn:
+            existing = set(conn.execute(sa.select(targets.c.partition).where(targets.c.contract == contract))
+                           .scalars())
+            for key, url in urls_by_key.items():
+                if key not in existing:
+                    conn.execute(targets.insert().values(contract=contract, partition=key, url=url,
+                                                         created_at=_now()))
+                    added.append(key)
+        return added
+
+    def target_url(self, contract: str, partition: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(targets.c.url).where(
+                targets.c.contract == contract, targets.c.partition == partition)).scalar()
+
+    def list_targets(self, contract: str) -> dict[str, str]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(targets.c.partition, targets.c.url)
+                                .where(targets.c.contract == contract).order_by(targets.c.partition)).all()
+        return {r.partition: r.url for r in rows}
+
+
+def _ensure_state(conn: Connection, contract: str, partition: str) -> None:
+    exists = conn.execute(sa.select(partition_state.c.contract).where(
+        partition_state.c.contract == contract, partition_state.c.partition == partition)).first()
+    if exists is None:
+        try:
+            with conn.begin_nested():
+                conn.execute(partition_state.insert().values(
+                    contract=contract, partition=partition, paused=False, heal_attempts=0, updated_at=_now()))
+        except IntegrityError:
+            pass  # another transaction created it first
+
+
+def _update_state(conn: Connection, contract: str, partition: str, **values: Any) -> None:
+    _ensure_state(conn, contract, partition)
+    conn.execute(partition_state.update().where(
+        partition_state.c.contract == contract, partition_state.c.partition == partition
+    ).values(updated_at=_now(), **values))
+
+
+def _candidate(row: Any) -> Candidate:
+    return Candidate(row.id, row.contract, row.partition, row.run_id, row.url, row.record, row.outcome,
+                     row.status, row.details, row.page_sha256, row.selector_version, row.created_at)
+
+
+def _accepted(row: Any) -> AcceptedVersion:
+    return AcceptedVersion(row.contract, row.partition, row.version, row.record, row.url, row.candidate_id,
+                           row.run_id, row.page_sha256, row.source, row.reviewer, row.reason, row.created_at)
+
+
+def _selector_version(row: Any) -> SelectorVersion:
+    return SelectorVersion(row.contract, row.version, row.parent_version, row.selectors, row.contract_selectors,
+                           row.source, row.run_id, row.partition, row.changes, row.created_at)
+
+
+__all__ = [
+    "AcceptedVersion", "AlreadyAccepted", "Candidate", "NothingToReview", "OperationalError", "PartitionState",
+    "ProjectStore", "Review", "SelectorConflict", "SelectorVersion", "StoreError", "Superseded",
+]

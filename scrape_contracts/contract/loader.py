@@ -1,0 +1,159 @@
+"""Load every contract in a directory; report each mistake with file, field and line.
+
+A broken contract never takes the code location down: ``load_contracts`` returns the valid contracts and
+a list of ``ContractError``s, and callers decide (Definitions log them; ``validate`` exits non-zero).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from scrape_contracts.contract.model import Contract
+
+DEFAULT_CONTRACTS_DIR = Path(__file__).resolve().parents[2] / "contracts"
+
+
+@dataclass(frozen=True)
+class ContractError:
+    file: str
+    field: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class LoadedContract:
+    contract: Contract
+    path: Path
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+
+@dataclass
+class LoadResult:
+    contracts: list[LoadedContract] = field(default_factory=list)
+    errors: list[ContractError] = field(default_factory=list)
+
+    def by_name(self) -> dict[str, LoadedContract]:
+        return {c.contract.name: c for c in self.contracts}
+
+
+def contracts_dir() -> Path:
+    return Path(os.environ.get("SCRAPE_CONTRACTS_DIR") or DEFAULT_CONTRACTS_DIR)
+
+
+def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int | None:
+    """1-based line of the YAML node at ``loc`` (deepest existing ancestor when the key is missing)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if k.value == str(part)), None)
+            if match is None:  # unknown key: point at the key itself when present
+                key = next((k for k, _ in node.value if k.value == str(part)), None)
+                return key.start_mark.line + 1 if key is not None else line
+            node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            continue  # pydantic union tags ("list[Target]") have no YAML counterpart
+        line = node.start_mark.line + 1
+    return line
+
+
+def _readable_loc(loc: Sequence[Any]) -> str:
+    parts: list[str] = []
+    for part in loc:
+        text = str(part)
+        if isinstance(part, int):
+            parts[-1:] = [f"{parts[-1]}[{part}]"] if parts else [f"[{part}]"]
+        elif "[" in text or text in ("function-after", "function-before") or text.startswith("list"):
+            continue  # union / validator tags pydantic adds to the location
+        else:
+            parts.append(text)
+    return ".".join(parts)
+
+
+def _messages(exc: ValidationError, node: yaml.Node | None, file: str) -> list[ContractError]:
+    errors: list[ContractError] = []
+    seen: set[tuple[str, str]] = set()
+    for err in exc.errors():
+        loc = err["loc"]
+        # targets is a union (list or {dynamic: true}); report the branch the user meant, once
+        if loc and loc[0] == "targets" and len(loc) > 1 and str(loc[1]) == "DynamicTargets":
+            raw = node and next((v for k, v in node.value if k.value == "targets"), None)
+            if not isinstance(raw, yaml.MappingNode):
+                continue
+        if loc and loc[0] == "targets" and len(loc) > 1 and str(loc[1]).startswith("list"):
+            raw = node and next((v for k, v in node.value if k.value == "targets"), None)
+            if isinstance(raw, yaml.MappingNode):
+                continue
+        where = _readable_loc(loc)
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling; see the contract format in README.md)"
+        elif err["type"] == "missing":
+            message = "required field is missing"
+        if (where, message) in seen:
+            continue
+        seen.add((where, message))
+        errors.append(ContractError(file, where, message, _line_of(node, loc)))
+    return errors
+
+
+def load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError]]:
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [ContractError(file, "", f"cannot read file: {exc}")]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        return None, [ContractError(file, "", f"invalid YAML: {problem}", mark.line + 1 if mark else None)]
+    if not isinstance(data, dict):
+        return None, [ContractError(file, "", "a contract must be a YAML mapping (name:, targets:, fields: ...)")]
+    try:
+        return Contract.model_validate(data), []
+    except ValidationError as exc:
+        return None, _messages(exc, node, file)
+
+
+def load_contracts(directory: Path | str | None = None) -> LoadResult:
+    """Every ``*.yaml``/``*.yml`` in ``directory`` (default ``SCRAPE_CONTRACTS_DIR`` or ``contracts/``)."""
+    root = Path(directory) if directory is not None else contracts_dir()
+    result = LoadResult()
+    if not root.is_dir():
+        result.errors.append(ContractError(str(root), "", "contracts directory does not exist "
+                                           "(set SCRAPE_CONTRACTS_DIR to the folder holding your *.yaml contracts)"))
+        return result
+    first_file: dict[str, Path] = {}
+    for path in sorted([*root.glob("*.yaml"), *root.glob("*.yml")]):
+        contract, errors = load_contract_file(path)
+        result.errors.extend(errors)
+        if contract is None:
+            continue
+        if contract.name in first_file:
+            result.errors.append(ContractError(
+                str(path), "name",
+                f"duplicate contract name {contract.name!r} (already defined in {first_file[contract.name]}); "
+                "contract names must be unique", _line_of(yaml.compose(path.read_text()), ["name"]),
+            ))
+            continue
+        first_file[contract.name] = path
+        result.contracts.append(LoadedContract(contract, path))
+    return result

@@ -1,0 +1,314 @@
+"""The pydantic model of a scrape contract.
+
+A contract is data, not code: it is read from YAML, validated here in full (every mistake is reported in
+one pass, with its location), and then turned into Dagster objects by ``scrape_contracts.defs``.
+
+Extraction today is one record per target page (``fields``). The field specs are written relative to a
+record root, so a later ``records:`` form (a selector for each record on the page, plus pagination) reuses
+``FieldSpec`` and the engine unchanged: it only changes which element is the root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from scrape_contracts.engine.select import SelectorError, compile_selector
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+PARTITION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class _Strict(BaseModel):
+    # unknown keys are mistakes (a typo'd "selectr" must not be silently ignored)
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Rules(_Strict):
+    """Semantic rules for one field, enforced by blocking asset checks on the candidate."""
+
+    expected: Any = Field(None, description="The value this field must have (e.g. the SKU of the page).")
+    min: float | None = Field(None, description="Inclusive numeric lower bound.")
+    max: float | None = Field(None, description="Inclusive numeric upper bound.")
+    max_change_pct: float | None = Field(
+        None, gt=0, description="Largest relative change against the last accepted value, in percent."
+    )
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> Rules:
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) is greater than max ({self.max})")
+        return self
+
+
+FieldType = Literal["string", "number", "integer", "price", "boolean"]
+NormaliseStep = Literal["lower", "upper", "casefold", "digits_only"]
+
+
+class FieldSpec(_Strict):
+    """How to extract and type one field of a record."""
+
+    selector: str = Field(
+        description=(
+            "CSS (with parsel's ::text and ::attr(name)) or XPath (starts with '/', './' or '(')."
+        )
+    )
+    type: FieldType = "string"
+    required: bool = True
+    pattern: str | None = Field(
+        None, description="Regex applied to the extracted text; the first group (or whole match) is kept."
+    )
+    normalise: list[NormaliseStep] = Field(
+        default_factory=list,
+        description="Extra normalisation after whitespace is collapsed; also applied before diffing.",
+    )
+    rules: Rules = Field(default_factory=Rules)
+
+    @field_validator("selector")
+    @classmethod
+    def _selector_compiles(cls, value: str) -> str:
+        try:
+            compile_selector(value)
+        except SelectorError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _rules_fit_type(self) -> FieldSpec:
+        numeric = self.type in ("number", "integer", "price")
+        if not numeric and (self.rules.min is not None or self.rules.max is not None):
+            raise ValueError(f"rules min/max need a numeric type (number, integer, price), not {self.type!r}")
+        return self
+
+    @property
+    def json_type(self) -> str:
+        return {"string": "string", "number": "number", "integer": "integer", "price": "number",
+                "boolean": "boolean"}[self.type]
+
+
+class Target(_Strict):
+    """One page of a contract; it is one Dagster partition."""
+
+    url: str
+    key: str | None = Field(None, description="Partition key; derived from the URL when absent.")
+    expected: dict[str, Any] = Field(
+        default_factory=dict, description="Values this page must have (e.g. its SKU): field → value."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_absolute(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"target URL must be absolute http(s), got {value!r}")
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _key_is_valid(cls, value: str | None) -> str | None:
+        if value is not None and not PARTITION_KEY_RE.match(value):
+            raise ValueError(
+                f"partition key {value!r} must match {PARTITION_KEY_RE.pattern} (letters, digits, . _ -)"
+            )
+        return value
+
+    @property
+    def partition_key(self) -> str:
+        return self.key or partition_key_for_url(self.url)
+
+
+class DynamicTargets(_Strict):
+    """Targets added at runtime (CLI ``targets add`` or the targets-file sensor)."""
+
+    dynamic: Literal[True]
+    file: str | None = Field(
+        None, description="A text file of URLs (one per line), relative to the contract; a sensor syncs it."
+    )
+
+
+class FetchSettings(_Strict):
+    adapter: Literal["fixture", "http"] = "http"
+    fixture_dir: str | None = Field(
+        None, description="fixture adapter: directory (relative to the contract) holding <host>/<path> pages."
+    )
+    timeout_s: float = Field(10.0, gt=0, le=300)
+    headers: dict[str, str] = Field(default_factory=dict)
+    max_bytes: int = Field(5_000_000, gt=0, description="Responses larger than this are refused.")
+    max_redirects: int = Field(5, ge=0, le=20)
+    retries: int = Field(2, ge=0, le=10, description="Retries on connection errors, 429 and 5xx.")
+    allow_private_addresses: bool = Field(
+        False, description="Allow loopback/private/link-local targets (tests and intranet scrapes only)."
+    )
+
+    @model_validator(mode="after")
+    def _fixture_dir_for_fixture(self) -> FetchSettings:
+        if self.adapter == "fixture" and not self.fixture_dir:
+            raise ValueError("the fixture adapter needs fixture_dir")
+        return self
+
+
+class Schedule(_Strict):
+    cron: str
+    timezone: str = "UTC"
+
+    @field_validator("cron")
+    @classmethod
+    def _cron_is_valid(cls, value: str) -> str:
+        from croniter import croniter
+
+        if not croniter.is_valid(value):
+            raise ValueError(f"invalid cron expression {value!r} (five fields: minute hour day month weekday)")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_exists(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown timezone {value!r} (use an IANA name such as Europe/Paris)") from None
+        return value
+
+
+class Healing(_Strict):
+    enabled: bool = True
+    budget: int = Field(3, ge=0, le=100, description="Heal attempts per partition before it is paused.")
+
+
+class Contract(_Strict):
+    name: str
+    description: str = ""
+    owners: list[str] = Field(default_factory=list)
+    targets: list[Target] | DynamicTargets
+    fetch: FetchSettings = Field(default_factory=FetchSettings)
+    fields: dict[str, FieldSpec] = Field(min_length=1)
+    json_schema: dict[str, Any] | None = Field(
+        None, alias="schema", description="JSON Schema of one record; derived from fields when absent."
+    )
+    schedule: Schedule | None = None
+    healing: Healing = Field(default_factory=Healing)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_identifier(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise ValueError(
+                f"contract name {value!r} must be lower-case letters, digits and '_', starting with a letter"
+            )
+        return value
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _coerce_url_strings(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"url": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("fields")
+    @classmethod
+    def _field_names_are_identifiers(cls, value: dict[str, FieldSpec]) -> dict[str, FieldSpec]:
+        for name in value:
+            if not re.match(r"^[a-z_][a-z0-9_]*$", name):
+                raise ValueError(f"field name {name!r} must be lower-case letters, digits and '_'")
+        return value
+
+    @field_validator("json_schema")
+    @classmethod
+    def _schema_is_valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            from jsonschema import Draft202012Validator
+            from jsonschema.exceptions import SchemaError
+
+            try:
+                Draft202012Validator.check_schema(value)
+            except SchemaError as exc:
+                path = "/".join(str(p) for p in exc.path) or "(root)"
+                raise ValueError(f"invalid JSON Schema at {path}: {exc.message}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _targets_unique(self) -> Contract:
+        if isinstance(self.targets, list):
+            for target in self.targets:
+                unknown = sorted(set(target.expected) - set(self.fields))
+                if unknown:
+                    raise ValueError(f"target {target.url!r} expects unknown field(s) {', '.join(unknown)}")
+            if not self.targets:
+                raise ValueError("targets is empty: list at least one URL, or use {dynamic: true}")
+            seen: dict[str, str] = {}
+            for target in self.targets:
+                key = target.partition_key
+                if key in seen:
+                    raise ValueError(f"targets {seen[key]!r} and {target.url!r} share partition key {key!r}")
+                seen[key] = target.url
+        return self
+
+    @property
+    def is_dynamic(self) -> bool:
+        return isinstance(self.targets, DynamicTargets)
+
+    @property
+    def static_targets(self) -> list[Target]:
+        return [] if isinstance(self.targets, DynamicTargets) else list(self.targets)
+
+    def record_schema(self) -> dict[str, Any]:
+        """The JSON Schema a record must satisfy: the declared one, or one derived from the fields."""
+        if self.json_schema is not None:
+            return self.json_schema
+        properties = {}
+        for name, spec in self.fields.items():
+            properties[name] = {"type": spec.json_type if spec.required else [spec.json_type, "null"]}
+        return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": properties,
+            "required": [name for name, spec in self.fields.items() if spec.required],
+        }
+
+    def expected_for(self, partition: str) -> dict[str, Any]:
+        """Expected values for one target: field-level rules.expected, overridden per target."""
+        expected = {n: s.rules.expected for n, s in self.fields.items() if s.rules.expected is not None}
+        for target in self.static_targets:
+            if target.partition_key == partition:
+                expected.update(target.expected)
+        return expected
+
+    def has_expected(self, field: str) -> bool:
+        return self.fields[field].rules.expected is not None or any(
+            field in t.expected for t in self.static_targets)
+
+    def selectors(self) -> dict[str, str]:
+        return {name: spec.selector for name, spec in self.fields.items()}
+
+
+def partition_key_for_url(url: str) -> str:
+    """A valid, stable Dagster partition key for any URL.
+
+    ``<readable slug of host+path+query, at most 60 chars>-<first 10 hex of sha256(url)>``. The slug keeps
+    keys recognisable in the UI; the hash keeps them unique and stable whatever characters the URL holds
+    (Dagster reserves ``,``, ``...``, ``[`` and control characters in keys, and URLs can be longer than a key
+    should be). The same URL always maps to the same key.
+    """
+    parts = urlsplit(url)
+    readable = parts.netloc + parts.path + (("?" + parts.query) if parts.query else "")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", readable).strip("._-")[:60].rstrip("._-") or "page"
+    digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:10]
+    return f"{slug}-{digest}"

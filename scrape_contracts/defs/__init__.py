@@ -1,0 +1,45 @@
+"""Dagster wiring: turns loaded contracts into assets, checks, jobs, schedules and sensors."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import dagster as dg
+
+from scrape_contracts.contract.loader import LoadResult, load_contracts
+from scrape_contracts.defs.assets import build_contract_assets
+from scrape_contracts.defs.checks import build_contract_checks
+from scrape_contracts.defs.jobs import build_scrape_job
+from scrape_contracts.defs.resources import default_resources
+
+log = logging.getLogger("scrape_contracts")
+
+
+def build_definitions(directory: Path | str | None = None, *, resources: dict | None = None,
+                      loaded: LoadResult | None = None) -> dg.Definitions:
+    """Definitions for every valid contract; broken contracts are logged, never fatal."""
+    from scrape_contracts.defs.schedules import build_schedule
+    from scrape_contracts.defs.sensors import build_sensors
+
+    result = loaded or load_contracts(directory)
+    for error in result.errors:
+        # shows in `dagster dev` output and the code location's logs; `scrape-contracts validate` lists them
+        log.error("contract not loaded: %s", error)
+    assets: list = []
+    checks: list = []
+    jobs: list = []
+    schedules: list = []
+    for item in result.contracts:
+        built = build_contract_assets(item)
+        assets += [built.candidate, built.accepted]
+        checks += build_contract_checks(item)
+        jobs.append(build_scrape_job(item.contract))
+        schedule = build_schedule(item)
+        if schedule is not None:
+            schedules.append(schedule)
+    sensors, extra_jobs = build_sensors(result)
+    return dg.Definitions(
+        assets=assets, asset_checks=checks, jobs=jobs + extra_jobs, schedules=schedules, sensors=sensors,
+        resources={**default_resources(), **(resources or {})},
+    )

@@ -1,0 +1,82 @@
+"""Blocking, partitioned asset checks on ``scrape/C/candidate``: an ERROR keeps ``scrape/C`` untouched.
+
+The rules are evaluated once, by the engine, while the candidate is built; each check reports the
+violations that belong to it, with the field, the old and new value and the rule in its metadata.
+"""
+
+
+import json
+import warnings
+from typing import Any
+
+import dagster as dg
+from dagster._utils.warnings import PreviewWarning
+
+from scrape_contracts.contract.loader import LoadedContract
+from scrape_contracts.defs.assets import candidate_key
+from scrape_contracts.defs.partitions import partitions_for
+from scrape_contracts.engine.validate import (
+    CHANGE_CHECK, REQUIRED_CHECK, SCHEMA_CHECK, check_names,
+)
+
+_DESCRIPTIONS = {
+    SCHEMA_CHECK: "The record satisfies the contract's JSON Schema.",
+    REQUIRED_CHECK: "Every required field was found on the page.",
+    CHANGE_CHECK: "No field changed more than its max_change_pct against the last accepted version; "
+                  "a failure quarantines the candidate for review.",
+}
+
+
+def _description(name: str) -> str:
+    if name.endswith("_matches_expected"):
+        return f"{name.removesuffix('_matches_expected')} equals the value the contract expects."
+    if name.endswith("_within_bounds"):
+        return f"{name.removesuffix('_within_bounds')} is within the contract's min/max."
+    return _DESCRIPTIONS[name]
+
+
+def _result(check: str, candidate: dict[str, Any]) -> dg.AssetCheckResult:
+    mine = [v for v in candidate["details"]["violations"] if v["check"] == check]
+    metadata: dict[str, Any] = {"outcome": candidate["outcome"], "candidate_id": candidate["candidate_id"]}
+    if mine:
+        first = mine[0]
+        metadata.update({
+            "field": first["field"] or "(record)",
+            "rule": first["rule"],
+            "old": json.dumps(first["old"], default=str),
+            "new": json.dumps(first["new"], default=str),
+            "message": first["message"],
+            "violations": dg.MetadataValue.json(json.loads(json.dumps(mine, default=str))),
+        })
+        if check == CHANGE_CHECK:
+            metadata["review"] = "quarantined: accept or reject with review_job or `scrape-contracts review`"
+    return dg.AssetCheckResult(passed=not mine, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata,
+                               description=mine[0]["message"] if mine else None)
+
+
+def build_contract_checks(loaded: LoadedContract) -> list[dg.AssetChecksDefinition]:
+    contract = loaded.contract
+    partitions_def = partitions_for(contract)
+    checks = []
+    expected_fields = [n for n in contract.fields if contract.has_expected(n)]
+    for check in check_names(contract.fields, expected_fields):
+
+        def evaluate(candidate: dict, _check: str = check) -> dg.AssetCheckResult:
+            return _result(_check, candidate)
+
+        with warnings.catch_warnings():
+            # partitioned asset checks are a preview feature in dagster 1.13; we depend on them on purpose
+            warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec", category=PreviewWarning)
+            checks.append(dg.asset_check(
+                asset=candidate_key(contract.name), name=check, description=_description(check), blocking=True,
+                partitions_def=partitions_def,
+            )(_with_signature(evaluate)))
+    return checks
+
+
+def _with_signature(fn: Any) -> Any:
+    # dagster maps the first parameter to the checked asset; hide the bound default from its inspection
+    def check_fn(candidate: dict) -> dg.AssetCheckResult:
+        return fn(candidate)
+
+    return check_fn

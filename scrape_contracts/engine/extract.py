@@ -1,0 +1,143 @@
+"""Extraction of one record from a page: selectors → text → typed values, with structured problems.
+
+A problem (no match, several different matches, an unparseable value) never becomes a guessed value: the
+field is ``None`` and the problem says why, so validation and the healer can act on it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Protocol
+
+import parsel
+from price_parser import Price
+
+from scrape_contracts.engine.select import parse_html, select_texts
+
+
+class FieldLike(Protocol):
+    """What extraction needs of a field; ``contract.model.FieldSpec`` satisfies it."""
+
+    selector: str
+    type: str
+    pattern: str | None
+    normalise: list[str]
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    field: str
+    kind: str  # no_match | multiple_matches | unparseable | pattern_no_match
+    message: str
+    matches: int = 0
+
+
+@dataclass(frozen=True)
+class Extraction:
+    record: dict[str, Any]
+    raw: dict[str, str | None]
+    problems: tuple[FieldProblem, ...] = field(default_factory=tuple)
+
+    def problem_fields(self) -> set[str]:
+        return {p.field for p in self.problems}
+
+
+class ValueParseError(ValueError):
+    pass
+
+
+_TRUE = {"true", "yes", "1", "in stock", "available", "y"}
+_FALSE = {"false", "no", "0", "out of stock", "unavailable", "sold out", "n"}
+
+
+def apply_normalise(text: str, steps: Iterable[str]) -> str:
+    for step in steps:
+        if step == "lower":
+            text = text.lower()
+        elif step == "upper":
+            text = text.upper()
+        elif step == "casefold":
+            text = text.casefold()
+        elif step == "digits_only":
+            text = re.sub(r"\D+", "", text)
+    return text
+
+
+def _to_number(text: str) -> Decimal:
+    # price-parser knows thousands/decimal separators in both conventions ("1.299,00", "1,299.00") and
+    # ignores currency symbols wherever they stand; Decimal keeps "12.50" exact for diffing.
+    amount = Price.fromstring(text).amount
+    if amount is None:
+        raise ValueParseError(f"no number in {text!r}")
+    if text.strip().startswith("-") or re.match(r"^\s*\S{0,3}\s*-\s*\d", text):
+        amount = -abs(amount)
+    return amount
+
+
+def parse_value(text: str, field_type: str, pattern: str | None = None,
+                normalise: Iterable[str] = ()) -> Any:
+    """Turn extracted text into a typed value, or raise ValueParseError."""
+    if pattern is not None:
+        match = re.search(pattern, text)
+        if match is None:
+            raise ValueParseError(f"pattern {pattern!r} does not match {text!r}")
+        text = match.group(1) if match.groups() else match.group(0)
+    text = apply_normalise(text.strip(), normalise)
+    if field_type == "string":
+        return text
+    if field_type == "boolean":
+        lowered = text.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise ValueParseError(f"{text!r} is not a yes/no value")
+    number = _to_number(text)
+    if field_type == "integer":
+        try:
+            if number != number.to_integral_value():
+                raise ValueParseError(f"{text!r} is not a whole number")
+        except InvalidOperation:
+            raise ValueParseError(f"{text!r} is not a whole number") from None
+        return int(number)
+    # number and price: float for JSON Schema and pandas; the diff normalises precision
+    return float(number)
+
+
+def extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: str | None = None
+                  ) -> tuple[Any, str | None, FieldProblem | None]:
+    """(value, raw text, problem) for one field; ``selector`` overrides the spec's (healed selectors)."""
+    selector = selector or spec.selector
+    texts = [t for t in select_texts(root, selector) if t != ""]
+    if not texts:
+        return None, None, FieldProblem(name, "no_match", f"selector {selector!r} matched nothing", 0)
+    if len(set(texts)) > 1:
+        shown = ", ".join(repr(t[:40]) for t in texts[:3])
+        return None, None, FieldProblem(
+            name, "multiple_matches",
+            f"selector {selector!r} matched {len(texts)} elements with different values ({shown})", len(texts),
+        )
+    raw = texts[0]
+    try:
+        return parse_value(raw, spec.type, spec.pattern, spec.normalise), raw, None
+    except ValueParseError as exc:
+        kind = "pattern_no_match" if spec.pattern and "pattern" in str(exc) else "unparseable"
+        return None, raw, FieldProblem(name, kind, f"{spec.type} field from {selector!r}: {exc}", len(texts))
+
+
+def extract_record(html: str | parsel.Selector, fields: Mapping[str, FieldLike],
+                   selectors: Mapping[str, str] | None = None) -> Extraction:
+    """Extract one record. ``selectors`` (field → selector) overrides the specs' selectors."""
+    root = parse_html(html) if isinstance(html, str) else html
+    record: dict[str, Any] = {}
+    raw: dict[str, str | None] = {}
+    problems: list[FieldProblem] = []
+    for name, spec in fields.items():
+        value, text, problem = extract_field(root, name, spec, (selectors or {}).get(name))
+        record[name], raw[name] = value, text
+        if problem is not None:
+            problems.append(problem)
+    return Extraction(record, raw, tuple(problems))

@@ -358,7 +358,9 @@ class ProjectStore:
                    candidates.c.status == "quarantined", candidates.c.id < candidate_id)
             .values(status="superseded")
         )
-        _update_state(conn, cand.contract, cand.partition, heal_attempts=0)
+        validators = (cand.details or {}).get("validators") or {}
+        _update_state(conn, cand.contract, cand.partition, heal_attempts=0, last_page_sha256=cand.page_sha256,
+                      etag=validators.get("etag"), last_modified=validators.get("last_modified"))
         return AcceptedVersion(cand.contract, cand.partition, version, cand.record, cand.url, cand.id, run_id,
                                cand.page_sha256, source, reviewer, reason, _now())
 

@@ -62,7 +62,7 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
     def fetch(context: dg.OpExecutionContext, store: ProjectStoreResource, artifacts: ArtifactStoreResource,
               fetcher: FetchResource) -> dict:
         """Fetch the target page (conditional request when validators are known)."""
-        from scrape_contracts.adapters.fetch import FetchError, fetcher_for
+        from scrape_contracts.adapters.fetch import FetchError, fetcher_for, redact_url
 
         project_store, artifact_store = store.get(), artifacts.get()
         partition = context.partition_key
@@ -72,11 +72,11 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         try:
             page = client.fetch(url, etag=state.etag, last_modified=state.last_modified)
         except FetchError as exc:
-            emitter(context, name)("fetch_failed", {"url": url, "error": str(exc), "kind": exc.kind,
+            emitter(context, name)("fetch_failed", {"url": redact_url(url), "error": str(exc), "kind": exc.kind,
                                                     "attempts": [dict(a) for a in exc.attempts]})
             if exc.transient:
                 raise TransientFetchError(str(exc)) from None
-            raise dg.Failure(description=str(exc), metadata={"url": url, "kind": exc.kind},
+            raise dg.Failure(description=str(exc), metadata={"url": redact_url(url), "kind": exc.kind},
                              allow_retries=False) from None
         finally:
             client.close()

@@ -61,8 +61,16 @@ def build_contract_checks(loaded: LoadedContract) -> list[dg.AssetChecksDefiniti
     expected_fields = [n for n in contract.fields if contract.has_expected(n)]
     for check in check_names(contract.fields, expected_fields):
 
-        def evaluate(candidate: dict, _check: str = check) -> dg.AssetCheckResult:
-            return _result(_check, candidate)
+        def evaluate(context: dg.AssetCheckExecutionContext, candidate: dict, _check: str = check
+                     ) -> dg.AssetCheckResult:
+            result = _result(_check, candidate)
+            if not result.passed:
+                # an observation too: the event trail reads one stream with global, resumable ids
+                context.op_execution_context.log_event(dg.AssetObservation(
+                    asset_key=candidate_key(contract.name), partition=candidate["partition"],
+                    metadata={"stage": "check_failed", "check": _check,
+                              "message": result.description or "", "outcome": candidate["outcome"]}))
+            return result
 
         with warnings.catch_warnings():
             # partitioned asset checks are a preview feature in dagster 1.13; we depend on them on purpose
@@ -76,7 +84,7 @@ def build_contract_checks(loaded: LoadedContract) -> list[dg.AssetChecksDefiniti
 
 def _with_signature(fn: Any) -> Any:
     # dagster maps the first parameter to the checked asset; hide the bound default from its inspection
-    def check_fn(candidate: dict) -> dg.AssetCheckResult:
-        return fn(candidate)
+    def check_fn(context: dg.AssetCheckExecutionContext, candidate: dict) -> dg.AssetCheckResult:
+        return fn(context, candidate)
 
     return check_fn

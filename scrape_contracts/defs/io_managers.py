@@ -39,8 +39,13 @@ class CandidateIOManager(dg.ConfigurableIOManager):
             page_sha256=obj.get("page_sha256"), selector_version=obj.get("selector_version"),
         )
         if obj["outcome"] == Outcome.REVIEW_REQUIRED.value:
-            reasons = "; ".join(v["message"] for v in obj["details"].get("violations", []))
-            store.quarantine(candidate.id, reasons)
+            reasons = [v["message"] for v in obj["details"].get("violations", [])]
+            store.quarantine(candidate.id, "; ".join(reasons))
+            # recorded in this run, so the trail reads violation → quarantined under one run id
+            context.log_event(dg.AssetObservation(
+                asset_key=context.asset_key, partition=obj["partition"],
+                metadata={"stage": "quarantined", "candidate_id": candidate.id, "reasons": reasons,
+                          "review": "accept or reject with review_job or `scrape-contracts review`"}))
         else:
             store.set_candidate_status(candidate.id, _status_for(obj["outcome"]))
         context.add_output_metadata({"candidate_id": candidate.id})

@@ -6,7 +6,6 @@ import dagster as dg
 
 from scrape_contracts.contract.model import Contract
 from scrape_contracts.defs.assets import accepted_key, candidate_key
-from scrape_contracts.defs.partitions import partitions_for
 
 
 def scrape_job_name(contract: str) -> str:
@@ -17,7 +16,6 @@ def build_scrape_job(contract: Contract) -> dg.UnresolvedAssetJobDefinition:
     return dg.define_asset_job(
         scrape_job_name(contract.name),
         selection=dg.AssetSelection.assets(candidate_key(contract.name), accepted_key(contract.name)),
-        partitions_def=partitions_for(contract),
         description=f"Scrape one target of {contract.name!r}: fetch → extract → validate → heal → checks → accept.",
         # one process per run, not per step: a scrape is small, and step subprocesses cost seconds
         executor_def=dg.in_process_executor,

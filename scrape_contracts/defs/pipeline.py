@@ -39,11 +39,10 @@ def fetched_stage(loaded: LoadedContract, partition: str, url: str, page: Any, a
                   store: ProjectStore, emit: Emit) -> dict[str, Any]:
     """Store the page and remember its validators; the result is what the extract stage needs."""
     contract = loaded.contract.name
-    state = store.state(contract, partition)
+    last_accepted = store.latest_accepted(contract, partition)
     page_sha = None if page.not_modified else artifacts.put(page.html)
-    unchanged = page.not_modified or (page_sha is not None and page_sha == state.last_page_sha256)
-    store.update_state(contract, partition, etag=page.etag or state.etag,
-                       last_modified=page.last_modified or state.last_modified)
+    unchanged = last_accepted is not None and (
+        page.not_modified or (page_sha is not None and page_sha == last_accepted.page_sha256))
     attempts = [dict(a) for a in page.attempts]
     emit("fetched", {
         "url": page.url, "status": page.status, "elapsed_s": round(page.elapsed_s, 3),
@@ -51,9 +50,12 @@ def fetched_stage(loaded: LoadedContract, partition: str, url: str, page: Any, a
         "encoding": page.encoding, "attempts": attempts, "not_modified": bool(page.not_modified),
         "unchanged_content": bool(unchanged),
     })
+    # validators are remembered only when this page is accepted (see ProjectStore.accept): a rejected
+    # page must not turn the next run into a 304 "unchanged"
     return {"contract": contract, "partition": partition, "url": url, "final_url": page.url,
-            "page_sha256": page_sha or state.last_page_sha256, "unchanged": bool(unchanged),
-            "attempts": attempts}
+            "page_sha256": page_sha or (last_accepted.page_sha256 if last_accepted else None),
+            "unchanged": bool(unchanged), "attempts": attempts,
+            "validators": {"etag": page.etag, "last_modified": page.last_modified}}
 
 
 def extract_stage(loaded: LoadedContract, fetched: dict[str, Any], artifacts: ArtifactStore,
@@ -125,6 +127,7 @@ def heal_stage(loaded: LoadedContract, validated: dict[str, Any], run_id: str, a
         "violations": validated["violations"], "problems": validated["problems"],
         "changes": [c.as_dict() for c in changes], "previous": validated["previous"],
         "previous_version": validated["previous_version"], "heal": heal_info, "attempts": validated["attempts"],
+        "validators": validated["validators"],
     }
     return {"contract": contract.name, "partition": partition, "url": validated["url"],
             "record": validated["record"], "outcome": outcome.value, "details": details,

@@ -1,11 +1,40 @@
 """Sensors: sync dynamic targets from a file; find quarantined candidates for review."""
 
-from __future__ import annotations
 
 import dagster as dg
 
-from scrape_contracts.contract.loader import LoadResult
+from scrape_contracts.contract.loader import LoadedContract, LoadResult
+from scrape_contracts.defs.partitions import dynamic_partitions_name
+from scrape_contracts.defs.resources import ProjectStoreResource
+from scrape_contracts.defs.targets import keys_for, read_targets_file
+
+
+def build_targets_sensor(loaded: LoadedContract) -> dg.SensorDefinition:
+    name = loaded.contract.name
+
+    @dg.sensor(name=f"{name}_targets_sensor", minimum_interval_seconds=60,
+               default_status=dg.DefaultSensorStatus.STOPPED,
+               description=f"Adds the URLs listed in {loaded.contract.targets.file} as partitions of {name!r}.")
+    def targets_sensor(context: dg.SensorEvaluationContext, store: ProjectStoreResource) -> dg.SensorResult:
+        try:
+            keyed = keys_for(read_targets_file(loaded))
+        except (OSError, ValueError) as exc:
+            return dg.SensorResult(skip_reason=f"targets file unusable: {exc}")
+        store.get().add_targets(name, keyed)
+        existing = set(context.instance.get_dynamic_partitions(dynamic_partitions_name(name)))
+        new = [k for k in keyed if k not in existing]
+        if not new:
+            return dg.SensorResult(skip_reason=f"no new targets in {loaded.contract.targets.file}")
+        context.log.info(f"adding {len(new)} target(s) to {name}: {', '.join(new)}")
+        return dg.SensorResult(dynamic_partitions_requests=[
+            dg.AddDynamicPartitionsRequest(dynamic_partitions_name(name), new)])
+
+    return targets_sensor
 
 
 def build_sensors(result: LoadResult) -> tuple[list[dg.SensorDefinition], list]:
-    return [], []
+    sensors = [build_targets_sensor(item) for item in result.contracts
+               if item.contract.is_dynamic and item.contract.targets.file]
+    from scrape_contracts.defs.review import review_job, review_sensor
+
+    return [*sensors, review_sensor], [review_job]

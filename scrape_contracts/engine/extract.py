@@ -66,7 +66,9 @@ def apply_normalise(text: str, steps: Iterable[str]) -> str:
     return text
 
 
-def _to_number(text: str) -> Decimal:
+def _to_number(text: str, field_type: str) -> Decimal:
+    if field_type != "price" and not re.search(r"\d", text):
+        raise ValueParseError(f"no number in {text!r}")  # price-parser reads "free" as 0: prices only
     # price-parser knows thousands/decimal separators in both conventions ("1.299,00", "1,299.00") and
     # ignores currency symbols wherever they stand; Decimal keeps "12.50" exact for diffing.
     amount = Price.fromstring(text).amount
@@ -95,7 +97,7 @@ def parse_value(text: str, field_type: str, pattern: str | None = None,
         if lowered in _FALSE:
             return False
         raise ValueParseError(f"{text!r} is not a yes/no value")
-    number = _to_number(text)
+    number = _to_number(text, field_type)
     if field_type == "integer":
         try:
             if number != number.to_integral_value():

@@ -1,0 +1,130 @@
+"""Refuse fetches that would reach the machine itself, the local network or a cloud metadata endpoint.
+
+A contract's URL (or a redirect chosen by a remote server) must not turn the scraper into a proxy for
+internal services, so every hop is checked against the addresses its host name resolves to.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from urllib.parse import urlsplit
+
+Resolver = Callable[[str], Sequence[str]]
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+ALLOWED_SCHEMES = ("http", "https")
+
+# Metadata endpoints hand out cloud credentials; no scrape has a reason to read them, so they stay
+# blocked even when a contract allows private addresses.
+METADATA_ADDRESSES = frozenset(
+    {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+)
+
+OPT_IN_HINT = "set `fetch.allow_private_addresses: true` in the contract if this target is intended"
+
+
+class AddressBlocked(Exception):
+    """The URL is not allowed; the message names the reason (never secrets)."""
+
+    def __init__(self, message: str, *, opt_in_helps: bool = False) -> None:
+        super().__init__(message)
+        # whether `fetch.allow_private_addresses: true` would let this URL through
+        self.opt_in_helps = opt_in_helps
+
+
+class ResolutionFailed(Exception):
+    """The host name did not resolve; usually a typo or a transient DNS problem."""
+
+
+def system_resolver(host: str) -> list[str]:
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ResolutionFailed(f"could not resolve host {host!r}: {exc}") from exc
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def _parse_ip(text: str) -> IPAddress | None:
+    # getaddrinfo reports link-local IPv6 with a zone ("fe80::1%eth0"), which ipaddress rejects.
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def blocked_reason(ip: IPAddress, *, allow_private: bool) -> str | None:
+    """Why ``ip`` must not be contacted, or None when it may be."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    if allow_private:
+        return None
+    for label, flag in (
+        ("unspecified", ip.is_unspecified),
+        ("loopback", ip.is_loopback),
+        ("link-local", ip.is_link_local),
+        ("multicast", ip.is_multicast),
+        ("private", ip.is_private),
+        ("reserved", ip.is_reserved),
+    ):
+        if flag:
+            return f"a {label} address"
+    # Catches ranges that are neither private nor public, e.g. carrier-grade NAT 100.64.0.0/10.
+    if not ip.is_global:
+        return "a non-public address"
+    return None
+
+
+class AddressGuard:
+    """``guard.check(url)`` raises AddressBlocked / ResolutionFailed, or returns when the URL may be fetched.
+
+    ``allowed_hosts`` holds ``host:port`` pairs that skip the address check (the scheme check stays);
+    tests use it to reach their own 127.0.0.1 server while every other hop is still checked.
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_private: bool = False,
+        allowed_hosts: Iterable[str] = (),
+        resolver: Resolver | None = None,
+    ) -> None:
+        self.allow_private = allow_private
+        self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
+        self._resolve = resolver or system_resolver
+
+    def check(self, url: str) -> None:
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise AddressBlocked(f"the URL is malformed ({exc})") from exc
+        scheme = parts.scheme.lower()
+        if scheme not in ALLOWED_SCHEMES:
+            raise AddressBlocked(f"scheme {scheme or '(none)'!r} is not allowed (only http and https)")
+        host = (parts.hostname or "").lower()
+        if not host:
+            raise AddressBlocked("the URL has no host")
+        try:
+            port = parts.port or (443 if scheme == "https" else 80)
+        except ValueError as exc:
+            raise AddressBlocked(f"the URL has an invalid port ({exc})") from exc
+        if f"{host}:{port}" in self.allowed_hosts:
+            return
+        literal = _parse_ip(host)
+        addresses = [literal] if literal is not None else self._resolved(host)
+        for ip in addresses:
+            reason = blocked_reason(ip, allow_private=self.allow_private)
+            if reason:
+                where = f"host {host!r} is" if literal is not None else f"host {host!r} resolves to {ip},"
+                opt_in_helps = blocked_reason(ip, allow_private=True) is None
+                raise AddressBlocked(f"{where} {reason}", opt_in_helps=opt_in_helps)
+
+    def _resolved(self, host: str) -> list[IPAddress]:
+        raw = self._resolve(host)
+        addresses = [ip for ip in (_parse_ip(a) for a in raw) if ip is not None]
+        if not addresses:
+            raise ResolutionFailed(f"host {host!r} did not resolve to any address")
+        return addresses

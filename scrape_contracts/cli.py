@@ -1,0 +1,236 @@
+"""``scrape-contracts``: validate contracts, run the demo, manage targets, review, read the event trail."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from scrape_contracts.contract.loader import LoadResult, load_contracts
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(args: argparse.Namespace) -> LoadResult:
+    return load_contracts(args.contracts_dir)
+
+
+def _contract(args: argparse.Namespace, name: str):  # -> LoadedContract
+    result = _load(args)
+    loaded = result.by_name().get(name)
+    if loaded is None:
+        known = ", ".join(sorted(result.by_name())) or "none"
+        raise SystemExit(f"error: no valid contract named {name!r} (valid contracts: {known}); "
+                         "run `scrape-contracts validate` to see load errors")
+    return loaded
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    result = _load(args)
+    for loaded in result.contracts:
+        contract = loaded.contract
+        kind = "dynamic" if contract.is_dynamic else f"{len(contract.static_targets)} targets"
+        print(f"ok     {loaded.path}: contract {contract.name!r} ({kind}, {len(contract.fields)} fields)")
+    for error in result.errors:
+        print(f"error  {error}")
+    print(f"{len(result.contracts)} valid contract(s), {len(result.errors)} error(s)")
+    return 1 if result.errors else 0
+
+
+def cmd_targets_add(args: argparse.Namespace) -> int:
+    from scrape_contracts.defs.targets import add_targets
+
+    loaded = _contract(args, args.contract)
+    instance = _instance()
+    try:
+        added = add_targets(loaded, args.urls, instance, _store())
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for key, url in added.items():
+        print(f"added  {key}  {url}")
+    print(f"{len(added)} new target(s) for {args.contract!r}")
+    return 0
+
+
+def cmd_targets_list(args: argparse.Namespace) -> int:
+    loaded = _contract(args, args.contract)
+    contract = loaded.contract
+    if contract.is_dynamic:
+        targets = _store().list_targets(contract.name)
+    else:
+        targets = {t.partition_key: t.url for t in contract.static_targets}
+    paused = _store().paused_partitions(contract.name)
+    for key, url in targets.items():
+        note = f"  [paused: {paused[key]}]" if key in paused else ""
+        print(f"{key}  {url}{note}")
+    return 0
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from scrape_contracts.defs import build_definitions
+
+    loaded = _contract(args, args.contract)
+    config = {"contract": loaded.contract.name, "partition": args.partition, "decision": args.decision,
+              "reviewer": args.reviewer, "reason": args.reason}
+    if args.candidate is not None:
+        config["candidate_id"] = args.candidate
+    defs = build_definitions(args.contracts_dir)
+    # a real run of review_job on the instance: the decision is in run history with who and why
+    result = defs.resolve_job_def("review_job").execute_in_process(
+        run_config={"ops": {"review_decision": {"config": config}}}, instance=_instance(), raise_on_error=False)
+    if not result.success:
+        failure = next((e for e in result.all_events if e.is_step_failure), None)
+        message = failure.step_failure_data.error.message.strip() if failure else "review_job failed"
+        print(f"error: {message} (run {result.run_id})", file=sys.stderr)
+        return 1
+    print(f"{args.decision}ed {loaded.contract.name}/{args.partition} (run {result.run_id})")
+    latest = _store().latest_accepted(loaded.contract.name, args.partition)
+    if latest is not None:
+        print(f"accepted now: v{latest.version} {latest.record}")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    import dagster as dg
+
+    from scrape_contracts.defs.assets import candidate_key
+
+    loaded = _contract(args, args.contract)
+    store = _store()
+    before = store.state(loaded.contract.name, args.partition)
+    if not before.paused:
+        print(f"{loaded.contract.name}/{args.partition} is not paused")
+        return 0
+    store.resume(loaded.contract.name, args.partition)
+    _instance().report_runless_asset_event(dg.AssetObservation(
+        asset_key=candidate_key(loaded.contract.name), partition=args.partition,
+        metadata={"stage": "resumed", "reason": f"resumed by hand (was: {before.pause_reason})"}))
+    print(f"resumed {loaded.contract.name}/{args.partition} (was paused: {before.pause_reason})")
+    return 0
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    from scrape_contracts.events import read_trail
+
+    loaded = _contract(args, args.contract)
+    events, cursor = read_trail(_instance(), loaded.contract.name, partition=args.partition, after=args.after,
+                                limit=args.limit)
+    for event in events:
+        print(event.line())
+    print(f"cursor: {cursor}  (next page: --after {cursor})")
+    return 0
+
+
+def cmd_selectors(args: argparse.Namespace) -> int:
+    loaded = _contract(args, args.contract)
+    history = _store().selector_history(loaded.contract.name)
+    if not history:
+        print(f"{loaded.contract.name}: no selector versions yet (version 1 is written on the first run)")
+    for version in history:
+        origin = "from the contract YAML" if version.source == "contract" else (
+            f"healed in run {version.run_id} ({version.partition})")
+        print(f"v{version.version} (parent v{version.parent_version or '-'}) {origin} at {version.created_at:%Y-%m-%d %H:%M}")
+        for name, selector in version.selectors.items():
+            change = version.changes.get(name)
+            if change:
+                strategy = (change.get("evidence") or {}).get("strategy", "?")
+                print(f"    {name}: {change['old']!r} -> {selector!r} "
+                      f"(confidence {change.get('confidence', 0):.2f}, {strategy})")
+            else:
+                print(f"    {name}: {selector!r}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from scrape_contracts.demo import run_demo
+
+    home_set = bool(os.environ.get("DAGSTER_HOME"))
+    home = Path(os.environ.get("DAGSTER_HOME") or Path.cwd() / ".dagster_home").resolve()
+    if not home_set:
+        # the demo's own instance: start clean so every run of the demo tells the same story
+        shutil.rmtree(home, ignore_errors=True)
+        os.environ["DAGSTER_HOME"] = str(home)
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    return run_demo(home)
+
+
+def _instance():
+    import dagster as dg
+
+    from scrape_contracts import settings
+
+    home = settings.dagster_home()
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("DAGSTER_HOME", str(home))
+    return dg.DagsterInstance.get()
+
+
+def _store():
+    from scrape_contracts import settings
+    from scrape_contracts.adapters.store import ProjectStore
+
+    settings.dagster_home().mkdir(parents=True, exist_ok=True)
+    return ProjectStore(settings.db_url())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scrape-contracts", description=__doc__)
+    parser.add_argument("--contracts-dir", default=None,
+                        help="folder of contract YAML files (default: $SCRAPE_CONTRACTS_DIR or ./contracts)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="load every contract and report each mistake (exit 1 if any)")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("demo", help="offline demo: scrape, heal, quarantine and review on the example site")
+    p.set_defaults(func=cmd_demo)
+
+    targets = sub.add_parser("targets", help="targets (partitions) of a contract").add_subparsers(
+        dest="targets_command", required=True)
+    p = targets.add_parser("add", help="add target URLs to a dynamic contract")
+    p.add_argument("contract")
+    p.add_argument("urls", nargs="+")
+    p.set_defaults(func=cmd_targets_add)
+    p = targets.add_parser("list", help="list a contract's targets and partition keys")
+    p.add_argument("contract")
+    p.set_defaults(func=cmd_targets_list)
+    p = sub.add_parser("review", help="accept or reject the quarantined candidate of a target")
+    p.add_argument("decision", choices=["accept", "reject"])
+    p.add_argument("contract")
+    p.add_argument("partition")
+    p.add_argument("--reviewer", required=True)
+    p.add_argument("--reason", required=True)
+    p.add_argument("--candidate", type=int, default=None, help="the candidate id you reviewed (refused if stale)")
+    p.set_defaults(func=cmd_review)
+
+    p = sub.add_parser("resume", help="resume a paused target (pending review or healing budget exhausted)")
+    p.add_argument("contract")
+    p.add_argument("partition")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("events", help="the event trail of a contract from run history, oldest first")
+    p.add_argument("contract")
+    p.add_argument("--partition", default=None)
+    p.add_argument("--after", type=int, default=0, help="cursor printed by a previous call")
+    p.add_argument("--limit", type=int, default=100)
+    p.set_defaults(func=cmd_events)
+
+    p = sub.add_parser("selectors", help="selector versions of a contract and how each came to be")
+    p.add_argument("contract")
+    p.set_defaults(func=cmd_selectors)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

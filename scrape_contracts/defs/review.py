@@ -1,0 +1,70 @@
+"""Review of quarantined candidates: ``review_sensor`` finds them, ``review_job`` records a decision."""
+
+import json
+
+import dagster as dg
+
+from scrape_contracts.adapters.notify import LogNotifier, ReviewNotice
+from scrape_contracts.adapters.store import StoreError
+from scrape_contracts.defs.assets import accepted_key, candidate_key
+from scrape_contracts.defs.resources import ProjectStoreResource
+
+
+class ReviewConfig(dg.Config):
+    contract: str
+    partition: str
+    decision: str  # accept | reject
+    reviewer: str
+    reason: str
+    candidate_id: int | None = None  # pin the decision to the candidate you looked at
+
+
+@dg.op(name="review_decision")
+def review_decision(context: dg.OpExecutionContext, config: ReviewConfig, store: ProjectStoreResource) -> None:
+    """Accept or reject the quarantined candidate of one partition, recording who and why."""
+    if config.decision not in ("accept", "reject"):
+        raise dg.Failure(f"decision must be 'accept' or 'reject', not {config.decision!r}")
+    try:
+        review = store.get().decide(config.contract, config.partition, config.decision, reviewer=config.reviewer,
+                                    reason=config.reason, run_id=context.run_id, candidate_id=config.candidate_id)
+    except StoreError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+    metadata = {"stage": "reviewed", "decision": review.decision, "reviewer": review.reviewer,
+                "reason": review.reason, "candidate_id": review.candidate_id}
+    context.log_event(dg.AssetObservation(asset_key=candidate_key(config.contract), partition=config.partition,
+                                          metadata=metadata))
+    if review.decision == "accept":
+        candidate = store.get().candidate(review.candidate_id)
+        context.log_event(dg.AssetMaterialization(
+            asset_key=accepted_key(config.contract), partition=config.partition,
+            metadata={**metadata, "stage": "accepted", "outcome": "valid", "version": review.accepted_version,
+                      "record": dg.MetadataValue.json(json.loads(json.dumps(candidate.record, default=str)))},
+        ))
+    context.log.info(f"{config.contract}/{config.partition}: candidate {review.candidate_id} "
+                     f"{review.decision}ed by {review.reviewer}: {review.reason}")
+
+
+@dg.job(name="review_job", tags={"scrape_contracts/kind": "review"},
+        description="Accept or reject a quarantined candidate (contract, partition, decision, reviewer, reason).")
+def review_job() -> None:
+    review_decision()
+
+
+@dg.sensor(name="review_sensor", minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Announces each newly quarantined candidate once (cursor = last candidate id).")
+def review_sensor(context: dg.SensorEvaluationContext, store: ProjectStoreResource) -> dg.SensorResult:
+    after = json.loads(context.cursor)["after_id"] if context.cursor else 0
+    found = store.get().quarantined(after_id=after)
+    if not found:
+        return dg.SensorResult(skip_reason=f"no newly quarantined candidates (after id {after})")
+    notifier = LogNotifier(context.log)
+    events = []
+    for candidate in found:
+        reasons = [v["message"] for v in candidate.details.get("violations", [])]
+        notifier.notify(ReviewNotice(candidate.contract, candidate.partition, candidate.id, candidate.url,
+                                     reasons, candidate.record))
+        events.append(dg.AssetObservation(
+            asset_key=candidate_key(candidate.contract), partition=candidate.partition,
+            metadata={"stage": "review_announced", "candidate_id": candidate.id, "reasons": reasons},
+        ))
+    return dg.SensorResult(asset_events=events, cursor=json.dumps({"after_id": found[-1].id}))

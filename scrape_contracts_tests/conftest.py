@@ -1,0 +1,259 @@
+"""Shared fixtures: a real Dagster instance (SQLite and PostgreSQL), a real HTTP site, a test harness.
+
+PostgreSQL: the tests use the server at ``SCRAPE_CONTRACTS_TEST_PG`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``), creating a throw-away database per test. Without a
+server those tests skip with the reason; with ``CI=true`` a missing server fails them instead.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import uuid
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from scrape_contracts_tests.fixture_site import FixtureSite
+
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+
+PG_ADMIN_URL = os.environ.get("SCRAPE_CONTRACTS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+_pg_available: bool | None = None
+
+
+def _postgres_available() -> bool:
+    global _pg_available
+    if _pg_available is None:
+        try:
+            engine = sa.create_engine(PG_ADMIN_URL, connect_args={"connect_timeout": 3})
+            with engine.connect() as conn:
+                conn.execute(sa.text("select 1"))
+            engine.dispose()
+            _pg_available = True
+        except Exception:  # noqa: BLE001 (any failure means "no usable server")
+            _pg_available = False
+    return _pg_available
+
+
+def require_postgres() -> None:
+    if _postgres_available():
+        return
+    reason = f"PostgreSQL is not reachable at {PG_ADMIN_URL} (set SCRAPE_CONTRACTS_TEST_PG)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true but {reason}: .ci/run must start it")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def pg_database() -> Iterator[str]:
+    """A fresh PostgreSQL database URL, dropped after the test."""
+    require_postgres()
+    name = f"sc_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        yield url
+    finally:
+        from scrape_contracts.adapters import store as store_module
+
+        engine = store_module._engines.pop(url, None)
+        if engine is not None:
+            engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()
+
+
+@pytest.fixture
+def site() -> Iterator[FixtureSite]:
+    with FixtureSite() as fixture_site:
+        yield fixture_site
+
+
+@dataclass
+class Backend:
+    name: str
+    instance: dg.DagsterInstance
+    db_url: str
+    home: Path
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
+    """A real Dagster instance plus the project store, on SQLite or on PostgreSQL."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("SCRAPE_CONTRACTS_ARTIFACTS_DIR", str(home / "artifacts"))
+    if request.param == "sqlite":
+        db_url = f"sqlite:///{home / 'scrape_contracts.db'}"
+        monkeypatch.setenv("SCRAPE_CONTRACTS_DB_URL", db_url)
+        with dg.instance_for_test(temp_dir=str(home)) as instance:
+            yield Backend("sqlite", instance, db_url, home)
+        return
+    db_url = request.getfixturevalue("pg_database")
+    monkeypatch.setenv("SCRAPE_CONTRACTS_DB_URL", db_url)
+    overrides = {"storage": {"postgres": {"postgres_url": db_url}}}
+    with dg.instance_for_test(temp_dir=str(home), overrides=overrides) as instance:
+        yield Backend("postgres", instance, db_url, home)
+
+
+@pytest.fixture
+def sqlite_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
+    """For tests about behaviour that does not depend on the storage engine."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    db_url = f"sqlite:///{home / 'scrape_contracts.db'}"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("SCRAPE_CONTRACTS_DB_URL", db_url)
+    monkeypatch.setenv("SCRAPE_CONTRACTS_ARTIFACTS_DIR", str(home / "artifacts"))
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        yield Backend("sqlite", instance, db_url, home)
+
+
+PRODUCT_CONTRACT = """
+name: {name}
+description: products served by the test site
+targets:
+{targets}
+fetch:
+  adapter: http
+  timeout_s: 5
+  retries: 0
+  allow_private_addresses: true   # the test site is on 127.0.0.1
+fields:
+  title:
+    selector: "#title"
+  sku:
+    selector: "#sku"
+  price:
+    selector: "#price"
+    type: price
+    rules: {{min: 0, max_change_pct: 50}}
+{extra}
+"""
+
+
+def product_page(title: str = "Dune", sku: str = "BK-1", price: str = "$100.00", *, layout: str = "v1") -> str:
+    if layout == "v1":
+        body = (f'<h1 id="title" itemprop="name">{title}</h1><p>SKU: <span id="sku" itemprop="sku">{sku}</span></p>'
+                f'<div class="buy"><span class="label">Price:</span> <span id="price" data-field="price">{price}</span></div>')
+    elif layout == "renamed":  # ids renamed by a redesign; data-field / itemprop anchors kept
+        body = (f'<div class="css-a1b2c3"><h1 class="css-x9y8z7" itemprop="name">{title}</h1></div>'
+                f'<p>SKU: <span class="css-q1w2e3" itemprop="sku">{sku}</span></p>'
+                f'<div class="css-buy77"><span class="css-lbl">Price:</span> '
+                f'<strong class="css-p0o9i8" data-field="price">{price}</strong></div>')
+    elif layout == "gone":  # the product facts are no longer on the page
+        body = f'<h2 class="headline">{title}</h2><p>This product is no longer available.</p>'
+    else:
+        raise ValueError(layout)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head><body>"
+            f"<header><a href='/'>Shop</a> <span>Cart: $0.00</span></header><main itemscope>{body}</main>"
+            f"<aside class='related'><h3>You may also like</h3><span class='price'>$7.99</span></aside>"
+            f"<footer>(c) 2026</footer></body></html>")
+
+
+class Harness:
+    """Writes contracts into a folder, builds Definitions from it and runs scrape jobs on a real instance."""
+
+    def __init__(self, backend: Backend, tmp_path: Path) -> None:
+        self.backend = backend
+        self.contracts_dir = tmp_path / "contracts"
+        self.contracts_dir.mkdir(exist_ok=True)
+
+    @property
+    def instance(self) -> dg.DagsterInstance:
+        return self.backend.instance
+
+    @property
+    def store(self) -> Any:
+        from scrape_contracts.adapters.store import ProjectStore
+
+        return ProjectStore(self.backend.db_url)
+
+    def write(self, filename: str, text: str) -> Path:
+        path = self.contracts_dir / filename
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    def write_product_contract(self, name: str, urls: dict[str, str] | None = None, *, dynamic: bool = False,
+                               extra: str = "") -> Path:
+        if dynamic:
+            targets = "  dynamic: true"
+        else:
+            targets = "\n".join(f"  - url: {url}\n    key: {key}" for key, url in (urls or {}).items())
+        return self.write(f"{name}.yaml", PRODUCT_CONTRACT.format(name=name, targets=targets, extra=extra))
+
+    def definitions(self, **resources: Any) -> dg.Definitions:
+        from scrape_contracts.defs import build_definitions
+
+        return build_definitions(self.contracts_dir, resources=resources or None)
+
+    def run(self, contract: str, partition: str, defs: dg.Definitions | None = None) -> dg.ExecuteInProcessResult:
+        from scrape_contracts.defs.jobs import scrape_job_name
+
+        job = (defs or self.definitions()).resolve_job_def(scrape_job_name(contract))
+        return job.execute_in_process(partition_key=partition, instance=self.instance, raise_on_error=False)
+
+    def review(self, contract: str, partition: str, decision: str, reviewer: str = "alice",
+               reason: str = "checked by hand", candidate_id: int | None = None) -> dg.ExecuteInProcessResult:
+        defs = self.definitions()
+        config: dict[str, Any] = {"contract": contract, "partition": partition, "decision": decision,
+                                  "reviewer": reviewer, "reason": reason}
+        if candidate_id is not None:
+            config["candidate_id"] = candidate_id
+        return defs.resolve_job_def("review_job").execute_in_process(
+            run_config={"ops": {"review_decision": {"config": config}}}, instance=self.instance,
+            raise_on_error=False)
+
+    def accepted(self, contract: str, partition: str) -> dict[str, Any] | None:
+        latest = self.store.latest_accepted(contract, partition)
+        return latest.record if latest else None
+
+
+@pytest.fixture
+def harness(backend: Backend, tmp_path: Path) -> Harness:
+    return Harness(backend, tmp_path)
+
+
+@pytest.fixture
+def sqlite_harness(sqlite_backend: Backend, tmp_path: Path) -> Harness:
+    return Harness(sqlite_backend, tmp_path)
+
+
+def failed_checks(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    """check name → metadata of each failed check evaluation in a run."""
+    failed = {}
+    for event in result.all_events:
+        if event.event_type_value == "ASSET_CHECK_EVALUATION":
+            evaluation = event.event_specific_data
+            if not evaluation.passed:
+                failed[evaluation.check_name] = {k: v.value for k, v in evaluation.metadata.items()}
+    return failed
+
+
+def materialized_keys(result: dg.ExecuteInProcessResult) -> set[str]:
+    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+
+
+def failure_text(result: dg.ExecuteInProcessResult) -> str:
+    """The error messages of a run's failed steps, as one string."""
+    parts = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error is not None:
+            parts.append(event.step_failure_data.error.message)
+            if event.step_failure_data.user_failure_data is not None:
+                parts.append(event.step_failure_data.user_failure_data.description or "")
+    return "\n".join(parts)

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import pytest
+
+from scrape_contracts.contract.model import FieldSpec
+from scrape_contracts.engine.extract import ValueParseError, extract_record, parse_value
+
+PAGE = """<!doctype html><html><head>
+<meta property="og:price:amount" content="1299.00"><script>var price = "$1.00";</script></head>
+<body><header>Cart: $0.00</header>
+<div class="product"><h1 class="title">  The   Great
+  Gatsby </h1>
+<span class="price">$1,299.00</span><del class="price old">$1,499.00</del>
+<p class="stock">In stock</p><p class="rating">Rated <b>4</b> of 5</p>
+<ul><li class="tag">novel</li><li class="tag">classic</li></ul>
+<p class="sku">SKU: GG-1925</p>
+</div><style>.price{color:red}</style></body></html>"""
+
+
+def fields(**specs: dict) -> dict[str, FieldSpec]:
+    return {name: FieldSpec(**spec) for name, spec in specs.items()}
+
+
+def test_extracts_text_attribute_xpath_and_types() -> None:
+    result = extract_record(PAGE, fields(
+        title={"selector": "h1.title"},
+        price={"selector": "span.price", "type": "price"},
+        meta_price={"selector": 'meta[property="og:price:amount"]::attr(content)', "type": "number"},
+        in_stock={"selector": "p.stock", "type": "boolean"},
+        rating={"selector": "//p[@class='rating']/b", "type": "integer"},
+        sku={"selector": "p.sku", "pattern": r"SKU:\s*(\S+)", "normalise": ["lower"]},
+    ))
+    assert result.problems == ()
+    assert result.record == {"title": "The Great Gatsby", "price": 1299.0, "meta_price": 1299.0, "in_stock": True,
+                             "rating": 4, "sku": "gg-1925"}
+    assert result.raw["price"] == "$1,299.00"
+
+
+def test_problems_never_guess_a_value() -> None:
+    result = extract_record(PAGE, fields(
+        missing={"selector": "#nope"},
+        several={"selector": "li.tag"},
+        both_prices={"selector": ".price", "type": "price"},
+        not_a_number={"selector": "h1", "type": "number"},
+    ))
+    kinds = {p.field: p.kind for p in result.problems}
+    assert kinds == {"missing": "no_match", "several": "multiple_matches", "both_prices": "multiple_matches",
+                     "not_a_number": "unparseable"}
+    assert all(result.record[name] is None for name in kinds)
+
+
+def test_script_and_style_text_is_not_content() -> None:
+    result = extract_record(PAGE, fields(body={"selector": "div.product"}))
+    assert "var price" not in result.record["body"] and "color:red" not in result.record["body"]
+
+
+def test_broken_html_still_extracts() -> None:
+    broken = "<html><body><div id=a><p>unclosed <b>bold<span id=v>42</div></p></body>"
+    assert extract_record(broken, fields(v={"selector": "#v", "type": "integer"})).record == {"v": 42}
+
+
+@pytest.mark.parametrize("text, kind, expected", [
+    ("$1,299.00", "price", 1299.0), ("1.299,00 €", "price", 1299.0), ("EUR 12,50", "price", 12.5),
+    ("-5 USD", "price", -5.0), ("12", "integer", 12), ("No", "boolean", False), ("3.5 stars", "number", 3.5),
+    ("Free", "price", 0.0),
+])
+def test_parse_value(text: str, kind: str, expected: object) -> None:
+    assert parse_value(text, kind) == expected
+
+
+@pytest.mark.parametrize("text, kind", [("call us", "price"), ("free", "number"), ("12.5", "integer"), ("maybe", "boolean")])
+def test_parse_value_refuses(text: str, kind: str) -> None:
+    with pytest.raises(ValueParseError):
+        parse_value(text, kind)

@@ -17,6 +17,8 @@ from scrape_contracts.contract.loader import load_contracts
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = REPO_ROOT / "examples" / "site"
+# the demo prints its own summary; each run's full log is in the instance (and the UI)
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def _definitions(site_version: str) -> dg.Definitions:
@@ -48,7 +50,7 @@ def run_demo(home: Path) -> int:
         if item.contract.is_dynamic:
             add_targets(item, read_targets_file(item), instance, store)
 
-    rows: list[tuple[str, str, str, str, str]] = []
+    outcomes: dict[tuple[str, str], list[str]] = {}
 
     def scrape(round_name: str, site_version: str, repeat: dict[str, int] | None = None) -> None:
         defs = _definitions(site_version)
@@ -57,16 +59,14 @@ def run_demo(home: Path) -> int:
             job = defs.resolve_job_def(scrape_job_name(name))
             for key in _partition_keys(defs, scrape_job_name(name), instance):
                 for _ in range((repeat or {}).get(name, 1)):
-                    result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
+                    result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False,
+                                                    run_config=QUIET)
                     candidate = store.latest_candidate(name, key, run_id=result.run_id)
-                    accepted = store.latest_accepted(name, key)
-                    state = store.state(name, key)
                     outcome = candidate.outcome if candidate else "failed"
-                    note = f"paused: {state.pause_reason}" if state.paused else ""
-                    rows.append((round_name, name, key, outcome,
-                                 f"v{accepted.version} {_short(accepted.record)}" if accepted else "-", note))
-                    print(f"  {round_name:<8} {name:<6} {key:<30} {outcome:<16} run {result.run_id[:8]}"
-                          + (f"  ({note[:70]})" if note else ""))
+                    outcomes.setdefault((name, key), []).append(outcome)
+                    print(f"  {name:<6} {key:<44} {outcome:<16} run {result.run_id[:8]}")
+                    if candidate is None:
+                        print(f"         error: {_first_error(result)}")
 
     print(f"DAGSTER_HOME={home}")
     print("Round 1: site v1")
@@ -77,9 +77,14 @@ def run_demo(home: Path) -> int:
     print("Review: accept the quarantined price through review_job")
     for candidate in store.quarantined():
         _review(instance, candidate.contract, candidate.partition)
-        accepted = store.latest_accepted(candidate.contract, candidate.partition)
-        rows.append(("review", candidate.contract, candidate.partition, "accepted",
-                     f"v{accepted.version} {_short(accepted.record)}", "reviewer=demo"))
+        outcomes[(candidate.contract, candidate.partition)].append("accepted by reviewer")
+        print(f"  {candidate.contract:<6} {candidate.partition:<44} accepted by reviewer 'demo'")
+    rows = []
+    for (name, key), seen in outcomes.items():
+        accepted = store.latest_accepted(name, key)
+        state = store.state(name, key)
+        rows.append((name, key, " → ".join(seen), f"v{accepted.version} {_short(accepted.record)}" if accepted
+                     else "-", f"paused: {state.pause_reason}" if state.paused else "active"))
     _print_table(rows)
     print(f"\nOpen the same instance in the Dagster UI:\n  DAGSTER_HOME={home} dagster dev -w "
           f"{REPO_ROOT / 'workspace.yaml'}\nthen Assets → scrape/books (partitions, checks, metadata) and Runs.")
@@ -91,12 +96,19 @@ def _review(instance: dg.DagsterInstance, contract: str, partition: str) -> None
     from scrape_contracts.defs.review import review_job
 
     review_job.execute_in_process(
-        run_config={"ops": {"review_decision": {"config": {
+        resources=_definitions("v2").resources,
+        run_config={**QUIET, "ops": {"review_decision": {"config": {
             "contract": contract, "partition": partition, "decision": "accept", "reviewer": "demo",
             "reason": "new edition; price confirmed on the publisher's site"}}}},
         instance=instance, raise_on_error=False,
-        resources=_definitions("v2").resources,
     )
+
+
+def _first_error(result: dg.ExecuteInProcessResult) -> str:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error is not None:
+            return event.step_failure_data.error.message.strip().splitlines()[-1][:300]
+    return "run failed"
 
 
 def _short(record: dict) -> str:
@@ -105,9 +117,9 @@ def _short(record: dict) -> str:
 
 
 def _print_table(rows: list[tuple]) -> None:
-    headers = ("step", "contract", "target", "outcome", "accepted (latest)", "note")
-    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(5)]
-    print()
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)) + "  " + headers[5])
+    headers = ("contract", "target", "outcomes, run by run", "accepted now", "state")
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(4)]
+    print("\nOutcomes")
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)) + "  " + headers[4])
     for row in rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) + "  " + str(row[5])[:60])
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) + "  " + str(row[4])[:70])

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -145,6 +147,52 @@ def cmd_selectors(args: argparse.Namespace) -> int:
     return 0
 
 
+def idempotent_run_id(contract: str, partition: str, key: str) -> str:
+    """The same contract, target and key always give the same run id: Dagster refuses a second run with it."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"scrape-contracts:{contract}:{partition}:{key}"))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from scrape_contracts.defs.jobs import scrape_job_name
+    from scrape_contracts.defs.partitions import partitions_for
+
+    loaded = _contract(args, args.contract)
+    contract = loaded.contract
+    instance = _instance()
+    if args.partition:
+        keys = [args.partition]
+    else:
+        paused = _store().paused_partitions(contract.name)
+        keys = [k for k in partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
+                if k not in paused]
+    env = dict(os.environ)
+    if args.contracts_dir:
+        env["SCRAPE_CONTRACTS_DIR"] = str(Path(args.contracts_dir).resolve())
+    status = 0
+    for key in keys:
+        run_id = idempotent_run_id(contract.name, key, args.idempotency_key)
+        existing = instance.get_run_by_id(run_id)
+        if existing is not None:
+            print(f"{contract.name}/{key}: already launched with this key: run {run_id} ({existing.status.value})")
+            continue
+        tags = {"dagster/partition": key, "scrape_contracts/idempotency_key": args.idempotency_key}
+        # `dagster job launch` goes through the instance's run coordinator (queued in production)
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "dagster"), "job", "launch", "-w", args.workspace,
+             "-j", scrape_job_name(contract.name), "--run-id", run_id, "--tags", json.dumps(tags)],
+            env=env, capture_output=True, text=True, check=False,
+        )
+        launched = instance.get_run_by_id(run_id)
+        if launched is None:
+            print(f"error: {contract.name}/{key}: launch failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
+            status = 1
+            continue
+        print(f"{contract.name}/{key}: launched run {run_id} ({launched.status.value})")
+    return status
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from scrape_contracts.demo import run_demo
 
@@ -200,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = targets.add_parser("list", help="list a contract's targets and partition keys")
     p.add_argument("contract")
     p.set_defaults(func=cmd_targets_list)
+    p = sub.add_parser("run", help="launch scrape runs through the instance's run coordinator, idempotently")
+    p.add_argument("contract")
+    p.add_argument("--partition", default=None, help="one target (default: every target that is not paused)")
+    p.add_argument("--idempotency-key", required=True,
+                   help="the same key again launches nothing and prints the existing run")
+    p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.set_defaults(func=cmd_run)
+
     p = sub.add_parser("review", help="accept or reject the quarantined candidate of a target")
     p.add_argument("decision", choices=["accept", "reject"])
     p.add_argument("contract")

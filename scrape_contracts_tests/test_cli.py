@@ -46,6 +46,11 @@ def test_demo_tells_the_whole_story(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     trail = capsys.readouterr().out
     for stage in ("violation_found", "check_failed", "quarantined", "reviewed", "accepted"):
         assert stage in trail
+    lines = trail.strip().splitlines()
+    middle = int(lines[len(lines) // 2].split()[0])
+    assert main(["events", "books", "--partition", "neuromancer", "--after", str(middle)]) == 0
+    resumed = capsys.readouterr().out.strip().splitlines()
+    assert resumed[:-1] == [line for line in lines[:-1] if int(line.split()[0]) > middle]
     assert main(["events", "books", "--partition", "dune"]) == 0
     trail = capsys.readouterr().out
     for stage in ("required_fields_present", "healing", "re_extracted", "accepted"):

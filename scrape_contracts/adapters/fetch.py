@@ -11,10 +11,11 @@ import codecs
 import email.utils
 import functools
 import hashlib
+import os
 import re
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timezone
 from pathlib import Path
@@ -68,7 +69,8 @@ class Page:
 
 class FetchError(Exception):
     """kind: timeout | too_large | http_status | blocked_address | too_many_redirects | connection |
-    fixture_missing | invalid_url. ``transient`` is True when running again later may succeed."""
+    fixture_missing | invalid_url | invalid_config. ``transient`` is True when running again later may
+    succeed."""
 
     def __init__(
         self,
@@ -334,6 +336,7 @@ class HttpFetcher:
         user_agent: str = "scrape-contracts/0.1",
         allowed_hosts: Iterable[str] = (),
         resolver: Resolver | None = None,
+        secrets: Iterable[str] = (),
     ) -> None:
         if min(timeout_s, deadline_s, max_bytes) <= 0 or min(max_redirects, retries, backoff_s) < 0:
             raise ValueError(
@@ -348,7 +351,9 @@ class HttpFetcher:
         self.backoff_s = backoff_s
         self.allow_private_addresses = allow_private_addresses
         self._headers = dict(headers or {})
-        self._scrub = _Scrubber(self._headers.values())
+        # ``secrets``: values substituted into the headers (see fetcher_for); listed on their own so a
+        # short token inside "Bearer <token>" is scrubbed even when a server echoes only the token
+        self._scrub = _Scrubber([*self._headers.values(), *secrets])
         self._guard = AddressGuard(
             allow_private=allow_private_addresses, allowed_hosts=allowed_hosts, resolver=resolver
         )
@@ -741,16 +746,122 @@ class FixtureFetcher:
         )
 
 
-def fetcher_for(settings: FetchSettings, base_dir: Path) -> HttpFetcher | FixtureFetcher:
-    """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder."""
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class ExpandedHeaders:
+    # both hold secrets once expanded, so neither is in the repr
+    headers: dict[str, str] = field(repr=False)
+    secrets: tuple[str, ...] = field(repr=False)
+    # (header name, variable name) of every reference that could not be expanded
+    missing: tuple[tuple[str, str], ...] = ()
+    empty: tuple[tuple[str, str], ...] = ()
+
+
+def expand_header_values(headers: Mapping[str, str], environ: Mapping[str, str] | None = None) -> ExpandedHeaders:
+    """Replace ``${NAME}`` in header values with environment variables; other ``$`` stay as written.
+
+    Unset and empty variables are reported rather than expanded to "": a CI system hands an undefined
+    secret over as an empty string, and "Bearer " would be sent as if it were a credential.
+    """
+    env = os.environ if environ is None else environ
+    expanded: dict[str, str] = {}
+    secrets: list[str] = []
+    missing: list[tuple[str, str]] = []
+    empty: list[tuple[str, str]] = []
+
+    def substitute(header: str) -> Callable[[re.Match[str]], str]:
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1)
+            value = env.get(name)
+            if value is None:
+                missing.append((header, name))
+                return ""
+            if not value:
+                empty.append((header, name))
+                return ""
+            secrets.append(value)
+            return value
+
+        return replace
+
+    for header, template in headers.items():
+        expanded[header] = _ENV_REFERENCE.sub(substitute(header), template)
+    return ExpandedHeaders(expanded, tuple(secrets), tuple(missing), tuple(empty))
+
+
+def _header_config_problem(expanded: ExpandedHeaders) -> str | None:
+    def listing(pairs: tuple[tuple[str, str], ...]) -> str:
+        return ", ".join(f"${{{variable}}} in header {header!r}" for header, variable in pairs)
+
+    problems = []
+    if expanded.missing:
+        problems.append(f"environment variable not set: {listing(expanded.missing)}")
+    if expanded.empty:
+        problems.append(f"environment variable empty: {listing(expanded.empty)}")
+    if not problems:
+        return None
+    return (
+        "; ".join(problems)
+        + " (set the variable where the code location and its runs execute, or remove the reference "
+        "from fetch.headers in the contract)"
+    )
+
+
+class MisconfiguredFetcher:
+    """Stands in for a fetcher whose contract cannot be fetched as configured.
+
+    The error is raised by ``fetch`` rather than by ``fetcher_for`` so that it reaches callers through
+    the same ``except FetchError`` as every other fetch failure, naming the URL and non-transient (a
+    retry cannot set an environment variable).
+    """
+
+    def __init__(self, problem: str) -> None:
+        self._problem = problem
+
+    def __repr__(self) -> str:
+        return f"MisconfiguredFetcher({self._problem!r})"
+
+    def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
+        safe_url = redact_url(url)
+        raise FetchError(
+            f"GET {safe_url} refused: {self._problem}", kind="invalid_config", url=safe_url, transient=False
+        )
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> MisconfiguredFetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def fetcher_for(
+    settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None
+) -> HttpFetcher | FixtureFetcher | MisconfiguredFetcher:
+    """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder.
+
+    ``${NAME}`` in ``fetch.headers`` values is expanded here, per fetch, from ``environ`` (default
+    ``os.environ``), so secrets stay out of the loaded contract and a rotated secret is picked up by the
+    next run. An unset or empty variable gives a fetcher whose ``fetch`` raises FetchError
+    'invalid_config' naming the header and the variable.
+    """
     if settings.adapter == "fixture":
         assert settings.fixture_dir, "FetchSettings validation guarantees fixture_dir for the fixture adapter"
         return FixtureFetcher(Path(base_dir) / settings.fixture_dir)
+    expanded = expand_header_values(settings.headers, environ)
+    problem = _header_config_problem(expanded)
+    if problem:
+        return MisconfiguredFetcher(problem)
     return HttpFetcher(
         timeout_s=settings.timeout_s,
-        headers=dict(settings.headers),
+        headers=expanded.headers,
         max_bytes=settings.max_bytes,
         max_redirects=settings.max_redirects,
         retries=settings.retries,
         allow_private_addresses=settings.allow_private_addresses,
+        secrets=expanded.secrets,
     )

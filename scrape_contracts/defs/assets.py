@@ -44,6 +44,10 @@ class TransientFetchError(Exception):
     pass
 
 
+# the fetcher already retries 429/5xx within a request; this covers a flaky network or worker
+FETCH_RETRY_POLICY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
+
+
 @dataclass(frozen=True)
 class ContractAssets:
     candidate: dg.AssetsDefinition
@@ -56,9 +60,7 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
     partitions_def = partitions_for(contract)
     op_tags = {"scrape_contracts/contract": name}
 
-    @dg.op(name=f"{name}_fetch", tags=op_tags,
-           # the fetcher already retries 429/5xx within a request; this covers a flaky network or worker
-           retry_policy=dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL))
+    @dg.op(name=f"{name}_fetch", tags=op_tags, retry_policy=FETCH_RETRY_POLICY)
     def fetch(context: dg.OpExecutionContext, store: ProjectStoreResource, artifacts: ArtifactStoreResource,
               fetcher: FetchResource) -> dict:
         """Fetch the target page (conditional request when validators are known)."""
@@ -74,10 +76,11 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         except FetchError as exc:
             emitter(context, name)("fetch_failed", {"url": redact_url(url), "error": str(exc), "kind": exc.kind,
                                                     "attempts": [dict(a) for a in exc.attempts]})
-            if exc.transient:
+            if exc.transient and context.retry_number < FETCH_RETRY_POLICY.max_retries:
                 raise TransientFetchError(str(exc)) from None
-            raise dg.Failure(description=str(exc), metadata={"url": redact_url(url), "kind": exc.kind},
-                             allow_retries=False) from None
+            # last attempt (or not worth retrying): fail with the real reason, not "exceeded max_retries"
+            raise dg.Failure(description=str(exc), allow_retries=False, metadata={
+                "url": redact_url(url), "kind": exc.kind, "transient": exc.transient}) from None
         finally:
             client.close()
         return fetched_stage(loaded, partition, url, page, artifact_store, project_store, emitter(context, name))

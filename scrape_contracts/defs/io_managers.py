@@ -74,6 +74,11 @@ class AcceptedIOManager(dg.ConfigurableIOManager):
         store = self.store.get()
         if obj["outcome"] == Outcome.UNCHANGED.value:
             latest = store.latest_accepted(obj["contract"], obj["partition"])
+            # same data under new validators (re-tagged page): remember them, so the next run can get a 304
+            validators = (obj.get("details") or {}).get("validators") or {}
+            if validators.get("etag") or validators.get("last_modified"):
+                store.update_state(obj["contract"], obj["partition"], etag=validators.get("etag"),
+                                   last_modified=validators.get("last_modified"))
             context.add_output_metadata({"version": latest.version if latest else 0, "new_version": False})
             return
         try:

@@ -29,6 +29,7 @@ from scrape_contracts.adapters.fetch import (
     Page,
     _TooLarge,
     decode_html,
+    expand_header_values,
     fetcher_for,
     read_limited,
     redact_url,
@@ -740,3 +741,93 @@ def test_fetcher_for_builds_the_configured_adapter(tmp_path: Path) -> None:
         configured = (http.timeout_s, http.max_bytes, http.max_redirects, http.retries)
         assert configured == (3, 1000, 1, 4) and http.allow_private_addresses
         assert "k-123456789" not in repr(http)
+
+
+# --- ${NAME} in header values ---------------------------------------------------------------------
+
+
+def test_env_references_in_headers_are_expanded_at_fetch_time(site: FixtureSite, tmp_path: Path) -> None:
+    token = "tok-" + "9f8e7d6c5b4a"
+    site.set_handler(
+        "/api", lambda request: Response(200, b"<p>ok</p>", {"X-Echo": request.headers["authorization"]})
+    )
+    settings = FetchSettings(
+        headers={"Authorization": "Bearer ${SHOP_API_TOKEN}", "X-Static": "cost: $5 ${ not a reference"},
+        allow_private_addresses=True,
+    )
+    # the contract model keeps the reference, not the value
+    assert "${SHOP_API_TOKEN}" in settings.model_dump_json()
+
+    with fetcher_for(settings, tmp_path, environ={"SHOP_API_TOKEN": token}) as http:
+        assert isinstance(http, HttpFetcher)
+        page = http.fetch(site.url("/api"))
+        assert token not in repr(http)
+    sent = site.requests_to("/api")[0].headers
+    assert sent["authorization"] == f"Bearer {token}"
+    assert sent["x-static"] == "cost: $5 ${ not a reference"
+    # an echoed secret is scrubbed like a literal header value would be
+    assert page.headers["x-echo"] == "***"
+
+    # the variable is read when the fetcher is made, so a rotated secret is used by the next fetch
+    with fetcher_for(settings, tmp_path, environ={"SHOP_API_TOKEN": "rotated-0123456789"}) as http:
+        http.fetch(site.url("/api"))
+    assert site.requests_to("/api")[1].headers["authorization"] == "Bearer rotated-0123456789"
+
+
+def test_expanded_short_secret_is_scrubbed_even_when_echoed_alone(site: FixtureSite, tmp_path: Path) -> None:
+    # "k9Z2x" is below the 8-character token threshold: only knowing it is a secret gets it scrubbed
+    site.set_handler("/short", lambda request: Response(
+        200, b"<p>ok</p>", {"X-Echo": request.headers["authorization"].split()[-1]}))
+    settings = FetchSettings(headers={"Authorization": "Key ${SHORT_KEY}"}, allow_private_addresses=True)
+    with fetcher_for(settings, tmp_path, environ={"SHORT_KEY": "k9Z2x"}) as http:
+        page = http.fetch(site.url("/short"))
+    assert site.requests_to("/short")[0].headers["authorization"] == "Key k9Z2x"
+    assert page.headers["x-echo"] == "***"
+
+
+@pytest.mark.parametrize(
+    ("environ", "problem"),
+    [
+        ({}, "environment variable not set: ${SHOP_API_TOKEN} in header 'Authorization'"),
+        ({"SHOP_API_TOKEN": ""}, "environment variable empty: ${SHOP_API_TOKEN} in header 'Authorization'"),
+    ],
+)
+def test_missing_header_variable_is_a_clear_config_error_without_a_request(
+    site: FixtureSite, tmp_path: Path, environ: dict[str, str], problem: str
+) -> None:
+    settings = FetchSettings(
+        headers={"Authorization": "Bearer ${SHOP_API_TOKEN}", "X-Api-Key": "${OTHER_KEY}"},
+        allow_private_addresses=True,
+    )
+    other_value = "other-secret-value-42"
+    with fetcher_for(settings, tmp_path, environ={**environ, "OTHER_KEY": other_value}) as fetcher:
+        with pytest.raises(FetchError) as caught:
+            fetcher.fetch(site.url("/api"))
+
+    error = caught.value
+    assert (error.kind, error.transient, error.url) == ("invalid_config", False, site.url("/api"))
+    assert problem in str(error)
+    assert "fetch.headers" in str(error) and site.url("/api") in str(error)
+    # the variables that are set are not part of the problem, and their values never appear
+    assert "OTHER_KEY" not in str(error)
+    assert other_value not in str(error) + repr(error) + repr(fetcher)
+    assert site.requests_to("/api") == []
+    # non-transient and picklable, so Dagster reports it once instead of retrying it
+    assert pickle.loads(pickle.dumps(error)).kind == "invalid_config"
+
+
+def test_every_missing_variable_is_named(tmp_path: Path) -> None:
+    settings = FetchSettings(headers={"A": "${ONE}-${TWO}", "B": "${THREE}"})
+    with pytest.raises(FetchError) as caught:
+        fetcher_for(settings, tmp_path, environ={"TWO": "x"}).fetch("https://example.test/")
+    message = str(caught.value)
+    assert "${ONE} in header 'A'" in message and "${THREE} in header 'B'" in message
+    assert "${TWO}" not in message
+
+
+def test_expand_header_values_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SC_TEST_TOKEN", "from-the-environment")
+    expanded = expand_header_values({"X-Api-Key": "${SC_TEST_TOKEN}", "Accept-Language": "en"})
+    assert expanded.headers == {"X-Api-Key": "from-the-environment", "Accept-Language": "en"}
+    assert expanded.secrets == ("from-the-environment",)
+    assert "from-the-environment" not in repr(expanded)

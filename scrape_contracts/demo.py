@@ -107,7 +107,10 @@ def _review(instance: dg.DagsterInstance, contract: str, partition: str) -> None
 def _first_error(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data.error is not None:
-            return event.step_failure_data.error.message.strip().splitlines()[-1][:300]
+            error = event.step_failure_data.error
+            while error.cause is not None:  # the user's exception, not dagster's wrapper
+                error = error.cause
+            return error.message.strip().splitlines()[-1][:300]
     return "run failed"
 
 

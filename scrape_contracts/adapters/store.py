@@ -8,7 +8,9 @@ selector version number per contract) rather than by hoping two runs never meet.
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -103,6 +105,10 @@ targets = sa.Table(
     sa.Column("url", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+
+# the pause reason of a target waiting for review starts with this
+REVIEW_PAUSE = "review required"
 
 
 class StoreError(Exception):
@@ -214,8 +220,8 @@ def _engine_for(url: str) -> Engine:
                 @sa.event.listens_for(engine, "connect")
                 def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
                     dbapi_conn.isolation_level = None  # let BEGIN below take effect
-                    dbapi_conn.execute("PRAGMA journal_mode=WAL")
                     dbapi_conn.execute("PRAGMA busy_timeout=60000")
+                    _enable_wal(dbapi_conn)
 
                 @sa.event.listens_for(engine, "begin")
                 def _sqlite_begin(conn: Connection) -> None:
@@ -223,9 +229,40 @@ def _engine_for(url: str) -> Engine:
                     conn.exec_driver_sql("BEGIN IMMEDIATE")
             else:
                 engine = sa.create_engine(url, pool_pre_ping=True)
-            metadata.create_all(engine)
+            _create_tables(engine)
             _engines[url] = engine
         return engine
+
+
+def _enable_wal(dbapi_conn: Any) -> None:
+    # Switching a new file to WAL needs an exclusive lock, and when that would deadlock with another
+    # connection (say one creating the tables) SQLite answers "database is locked" at once, without the busy
+    # timeout: processes opening a fresh store together failed now and then. Retrying takes turns; the mode
+    # is stored in the file, so once one connection has switched this is a plain read for the others.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+# any fixed 64-bit number: it only has to be the same in every process that opens the store
+_SCHEMA_LOCK_KEY = 0x5C_C0_47_AC_75
+
+
+def _create_tables(engine: Engine) -> None:
+    # create_all checks for each table and then creates it, not atomically: run workers opening a fresh
+    # PostgreSQL database together (a schedule tick launching every target) both CREATE and all but one fail
+    # on pg_type's unique index. The advisory lock makes them take turns, and as DDL is transactional the
+    # later ones find the tables once the first commits. On SQLite, BEGIN IMMEDIATE already serialises this.
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+        metadata.create_all(conn)
 
 
 class ProjectStore:
@@ -281,19 +318,33 @@ class ProjectStore:
             conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status=status))
 
     def quarantine(self, candidate_id: int, reason: str) -> Candidate:
-        """Hold a candidate for review and pause its partition; older pending reviews are superseded."""
+        """Hold a candidate for review and pause its partition; older pending reviews are superseded.
+
+        When two runs of a partition overlap, this one's quarantine can land after a newer candidate was
+        accepted or quarantined: then this candidate is superseded on arrival and nothing is paused for it.
+        """
         with self._tx() as conn:
             cand = _candidate(conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).one())
             self._lock_partition(conn, cand.contract, cand.partition)
-            conn.execute(
-                candidates.update()
+            newer = conn.execute(
+                sa.select(sa.func.count()).select_from(candidates)
                 .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
-                       candidates.c.status == "quarantined", candidates.c.id != candidate_id)
-                .values(status="superseded")
-            )
-            conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="quarantined"))
-            _update_state(conn, cand.contract, cand.partition, paused=True,
-                          pause_reason=f"review required: {reason}")
+                       candidates.c.id > candidate_id, candidates.c.status.in_(("accepted", "quarantined")))
+            ).scalar()
+            if newer:
+                # reviewing it could only make older data the newest accepted version (decide refuses that)
+                conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="superseded"))
+            else:
+                conn.execute(
+                    candidates.update()
+                    .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
+                           candidates.c.status == "quarantined", candidates.c.id < candidate_id)
+                    .values(status="superseded")
+                )
+                conn.execute(candidates.update().where(candidates.c.id == candidate_id)
+                             .values(status="quarantined"))
+                _update_state(conn, cand.contract, cand.partition, paused=True,
+                              pause_reason=f"{REVIEW_PAUSE}: {reason}")
         return self.candidate(candidate_id)  # type: ignore[return-value]
 
     def quarantined(self, after_id: int = 0, limit: int = 100) -> list[Candidate]:
@@ -352,12 +403,16 @@ class ProjectStore:
             raise AlreadyAccepted(f"candidate {candidate_id} raced with another accept: {exc.orig}") from None
         conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="accepted"))
         # anything still waiting for review on this partition is now older than the accepted data
-        conn.execute(
+        superseded = conn.execute(
             candidates.update()
             .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
                    candidates.c.status == "quarantined", candidates.c.id < candidate_id)
             .values(status="superseded")
-        )
+        ).rowcount
+        if superseded:
+            # a run that overlapped a quarantine (or was launched by hand) made the review moot; a target
+            # left paused with nothing to review would be skipped by its schedule until someone noticed
+            _release_review_pause(conn, cand.contract, cand.partition)
         validators = (cand.details or {}).get("validators") or {}
         _update_state(conn, cand.contract, cand.partition, heal_attempts=0, last_page_sha256=cand.page_sha256,
                       etag=validators.get("etag"), last_modified=validators.get("last_modified"))
@@ -435,22 +490,37 @@ class ProjectStore:
                 .where(accepted.c.contract == contract, accepted.c.partition == partition,
                        candidates.c.id > cand.id)
             ).scalar()
+            version: int | None = None
+            stale: Superseded | None = None
             if newer:
+                # recorded before refusing (raising in here would roll it back, leaving the candidate waiting
+                # and the target paused for a review nobody can make)
                 conn.execute(candidates.update().where(candidates.c.id == cand.id).values(status="superseded"))
-                raise Superseded(f"candidate {cand.id} of {contract}/{partition} was superseded by newer "
-                                 "accepted data; nothing to decide")
-            version = None
-            if decision == "accept":
-                version = self._accept(conn, cand.id, run_id=run_id or "", source="review", reviewer=reviewer,
-                                       reason=reason, allowed_status=("quarantined",)).version
+                _release_review_pause(conn, contract, partition)
+                stale = Superseded(f"candidate {cand.id} of {contract}/{partition} was superseded by newer "
+                                   "accepted data; nothing to decide")
             else:
-                conn.execute(candidates.update().where(candidates.c.id == cand.id).values(status="rejected"))
-            conn.execute(reviews.insert().values(
-                contract=contract, partition=partition, candidate_id=cand.id, decision=decision,
-                reviewer=reviewer, reason=reason, run_id=run_id, created_at=_now(),
-            ))
-            _update_state(conn, contract, partition, paused=False, pause_reason=None, heal_attempts=0)
+                version = self._decide(conn, cand, decision, reviewer=reviewer, reason=reason, run_id=run_id)
+        if stale is not None:
+            raise stale
         return Review(contract, partition, cand.id, decision, reviewer, reason, run_id, version)
+
+    def _decide(self, conn: Connection, cand: Candidate, decision: str, *, reviewer: str, reason: str,
+                run_id: str | None) -> int | None:
+        """Record the decision on a quarantined candidate; the accepted version when it was accepted."""
+        contract, partition = cand.contract, cand.partition
+        version = None
+        if decision == "accept":
+            version = self._accept(conn, cand.id, run_id=run_id or "", source="review", reviewer=reviewer,
+                                   reason=reason, allowed_status=("quarantined",)).version
+        else:
+            conn.execute(candidates.update().where(candidates.c.id == cand.id).values(status="rejected"))
+        conn.execute(reviews.insert().values(
+            contract=contract, partition=partition, candidate_id=cand.id, decision=decision,
+            reviewer=reviewer, reason=reason, run_id=run_id, created_at=_now(),
+        ))
+        _update_state(conn, contract, partition, paused=False, pause_reason=None, heal_attempts=0)
+        return version
 
     # ---- selector versions ------------------------------------------------------------------------
     def current_selectors(self, contract: str, contract_selectors: dict[str, str]) -> SelectorVersion:
@@ -583,6 +653,18 @@ def _ensure_state(conn: Connection, contract: str, partition: str) -> None:
                     contract=contract, partition=partition, paused=False, heal_attempts=0, updated_at=_now()))
         except IntegrityError:
             pass  # another transaction created it first
+
+
+def _release_review_pause(conn: Connection, contract: str, partition: str) -> None:
+    """Resume a target paused for review once no candidate of it waits for review (other pauses stay)."""
+    waiting = conn.execute(sa.select(sa.func.count()).select_from(candidates).where(
+        candidates.c.contract == contract, candidates.c.partition == partition,
+        candidates.c.status == "quarantined")).scalar()
+    if not waiting:
+        conn.execute(partition_state.update().where(
+            partition_state.c.contract == contract, partition_state.c.partition == partition,
+            partition_state.c.paused.is_(True), partition_state.c.pause_reason.like(f"{REVIEW_PAUSE}%"),
+        ).values(paused=False, pause_reason=None, updated_at=_now()))
 
 
 def _update_state(conn: Connection, contract: str, partition: str, **values: Any) -> None:

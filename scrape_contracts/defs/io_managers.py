@@ -81,6 +81,11 @@ class AcceptedIOManager(dg.ConfigurableIOManager):
                                    last_modified=validators.get("last_modified"))
             context.add_output_metadata({"version": latest.version if latest else 0, "new_version": False})
             return
+        if obj["outcome"] not in (Outcome.VALID.value, Outcome.HEALED.value):
+            # defence in depth: only a candidate that passed its checks may become accepted data, even
+            # when a run materialises scrape/C alone and the candidate came from an interrupted run
+            raise dg.Failure(f"candidate {obj['candidate_id']} of {obj['contract']}/{obj['partition']} has "
+                             f"outcome {obj['outcome']!r}; only valid or healed candidates are accepted")
         try:
             version = store.accept(obj["candidate_id"], run_id=context.run_id)
         except StoreError as exc:

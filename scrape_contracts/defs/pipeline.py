@@ -200,7 +200,10 @@ def _save_selectors(loaded: LoadedContract, validated: dict[str, Any], new_selec
     parent = validated["selector_version"]
     changes = {n: {"old": validated["selectors"][n], "new": results[n].selector,
                    "evidence": results[n].evidence, "confidence": results[n].confidence} for n in triggers}
-    for _ in range(5):
+    # every conflict means another run's save committed, so this always progresses; the deadline only
+    # bounds pathological contention
+    deadline = time.monotonic() + 60
+    while True:
         try:
             return store.add_selector_version(
                 contract.name, parent_version=parent, selectors=new_selectors,
@@ -208,11 +211,13 @@ def _save_selectors(loaded: LoadedContract, validated: dict[str, Any], new_selec
                 partition=validated["partition"],
             )
         except SelectorConflict:
+            if time.monotonic() > deadline:
+                raise SelectorConflict(
+                    f"could not save healed selectors of {contract.name!r}: too much contention") from None
             # another run healed first: keep its selectors and layer ours on top, never drop either
             latest = store.current_selectors(contract.name, contract.selectors())
             parent = latest.version
             new_selectors = {**latest.selectors, **{n: results[n].selector for n in triggers}}
-    raise SelectorConflict(f"could not save healed selectors of {contract.name!r}: too much contention")
 
 
 def _pause_exhausted(store: ProjectStore, contract: str, partition: str, reason: str, emit: Emit) -> None:

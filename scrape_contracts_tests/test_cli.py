@@ -71,3 +71,14 @@ def test_console_script_is_installed() -> None:
     done = subprocess.run([str(BIN / "scrape-contracts"), "validate"], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and "2 valid contract(s), 0 error(s)" in done.stdout
+
+
+def test_healing_benchmark_meets_its_targets() -> None:
+    """The README's benchmark command; it prints healing and naive figures side by side."""
+    done = subprocess.run([sys.executable, "benchmarks/healing.py"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("healing: correct=") and " wrong=0.0% " in lines[0]
+    assert lines[1].startswith("naive:   correct=")
+    assert "TARGETS MET" in done.stdout

@@ -63,6 +63,8 @@ def test_dynamic_targets_added_at_runtime(harness: Harness, site, capsys) -> Non
     assert main(["--contracts-dir", str(harness.contracts_dir), "targets", "add", "listing", "not a url"]) == 2
     assert "invalid target URL" in capsys.readouterr().err
     assert harness.instance.get_dynamic_partitions(dynamic_partitions_name("listing")) == [key]
+    assert main(["--contracts-dir", str(harness.contracts_dir), "targets", "list", "listing"]) == 0
+    assert capsys.readouterr().out.split() == [key, url]
     assert harness.run("listing", key).success
     assert harness.accepted("listing", key) == {"title": "Job one", "sku": "J-1", "price": 10.0}
 

@@ -60,31 +60,26 @@ def build_contract_checks(loaded: LoadedContract) -> list[dg.AssetChecksDefiniti
     checks = []
     expected_fields = [n for n in contract.fields if contract.has_expected(n)]
     for check in check_names(contract.fields, expected_fields):
-
-        def evaluate(context: dg.AssetCheckExecutionContext, candidate: dict, _check: str = check
-                     ) -> dg.AssetCheckResult:
-            result = _result(_check, candidate)
-            if not result.passed:
-                # an observation too: the event trail reads one stream with global, resumable ids
-                context.op_execution_context.log_event(dg.AssetObservation(
-                    asset_key=candidate_key(contract.name), partition=candidate["partition"],
-                    metadata={"stage": "check_failed", "check": _check,
-                              "message": result.description or "", "outcome": candidate["outcome"]}))
-            return result
-
         with warnings.catch_warnings():
             # partitioned asset checks are a preview feature in dagster 1.13; we depend on them on purpose
             warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec", category=PreviewWarning)
             checks.append(dg.asset_check(
                 asset=candidate_key(contract.name), name=check, description=_description(check), blocking=True,
                 partitions_def=partitions_def,
-            )(_with_signature(evaluate)))
+            )(_check_fn(contract.name, check)))
     return checks
 
 
-def _with_signature(fn: Any) -> Any:
-    # dagster maps the first parameter to the checked asset; hide the bound default from its inspection
-    def check_fn(context: dg.AssetCheckExecutionContext, candidate: dict) -> dg.AssetCheckResult:
-        return fn(context, candidate)
+def _check_fn(contract: str, check: str) -> Any:
+    # a factory, so each check closes over its own name (dagster reads the function's parameters)
+    def evaluate(context: dg.AssetCheckExecutionContext, candidate: dict) -> dg.AssetCheckResult:
+        result = _result(check, candidate)
+        if not result.passed:
+            # an observation too: the event trail reads one stream with global, resumable ids
+            context.op_execution_context.log_event(dg.AssetObservation(
+                asset_key=candidate_key(contract), partition=candidate["partition"],
+                metadata={"stage": "check_failed", "check": check,
+                          "message": result.description or "", "outcome": candidate["outcome"]}))
+        return result
 
-    return check_fn
+    return evaluate

@@ -15,8 +15,8 @@ from scrape_contracts.adapters.store import ProjectStore, SelectorConflict
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.diff import diff_records
 from scrape_contracts.engine.extract import extract_record
-from scrape_contracts.engine.outcome import Outcome, decide_outcome
-from scrape_contracts.engine.validate import CHANGE_CHECK, validate_rules, validate_schema
+from scrape_contracts.engine.outcome import decide_outcome
+from scrape_contracts.engine.validate import CHANGE_CHECK, Violation, validate_rules, validate_schema
 
 Emit = Callable[[str, dict[str, Any]], None]
 
@@ -117,8 +117,6 @@ def heal_stage(loaded: LoadedContract, validated: dict[str, Any], run_id: str, a
     if triggers and contract.healing.enabled and not validated["unchanged"]:
         validated, heal_info = _try_heal(loaded, validated, triggers, run_id, artifacts, store, emit)
     changes = diff_records(validated["previous"], validated["record"], contract.fields)
-    from scrape_contracts.engine.validate import Violation
-
     outcome = decide_outcome([Violation(**v) for v in validated["violations"]], changes,
                              healed=bool(heal_info.get("healed")), has_previous=validated["previous"] is not None)
     if changes and validated["previous"] is not None:
@@ -180,8 +178,7 @@ def _try_heal(loaded: LoadedContract, validated: dict[str, Any], triggers: list[
         return validated, info
     new_selectors = {**validated["selectors"], **{n: results[n].selector for n in triggers}}
     version = _save_selectors(loaded, validated, new_selectors, results, triggers, run_id, store)
-    html = after_html
-    extraction = extract_record(html, contract.fields, version.selectors)
+    extraction = extract_record(after_html, contract.fields, version.selectors)
     re_validated = {**validated, "record": extraction.record, "selector_version": version.version,
                     "selectors": version.selectors,
                     "problems": [{"field": p.field, "kind": p.kind, "message": p.message}
@@ -223,7 +220,3 @@ def _save_selectors(loaded: LoadedContract, validated: dict[str, Any], new_selec
 def _pause_exhausted(store: ProjectStore, contract: str, partition: str, reason: str, emit: Emit) -> None:
     store.update_state(contract, partition, paused=True, pause_reason=reason)
     emit("paused", {"reason": reason})
-
-
-def outcome_of(candidate: dict[str, Any]) -> Outcome:
-    return Outcome(candidate["outcome"])

@@ -92,9 +92,9 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         return extract_stage(loaded, fetched, artifacts.get(), store.get(), emitter(context, name))
 
     @dg.op(name=f"{name}_validate", tags=op_tags)
-    def validate(context: dg.OpExecutionContext, extracted: dict, store: ProjectStoreResource) -> dict:
+    def validate(context: dg.OpExecutionContext, extracted: dict) -> dict:
         """JSON Schema and semantic rules, against the last accepted version."""
-        return validate_stage(loaded, extracted, store.get(), emitter(context, name))
+        return validate_stage(loaded, extracted, emitter(context, name))
 
     @dg.op(name=f"{name}_heal", tags=op_tags, out=dg.Out(io_manager_key="candidate_io_manager"))
     def heal(context: dg.OpExecutionContext, validated: dict, store: ProjectStoreResource,

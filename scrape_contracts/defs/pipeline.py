@@ -52,22 +52,26 @@ def fetched_stage(loaded: LoadedContract, partition: str, url: str, page: Any, a
     })
     # validators are remembered only when this page is accepted (see ProjectStore.accept): a rejected
     # page must not turn the next run into a 304 "unchanged"
+    # the last accepted version is read once, here: every later stage compares against the same snapshot
     return {"contract": contract, "partition": partition, "url": url, "final_url": page.url,
             "page_sha256": page_sha or (last_accepted.page_sha256 if last_accepted else None),
             "unchanged": bool(unchanged), "attempts": attempts,
-            "validators": {"etag": page.etag, "last_modified": page.last_modified}}
+            "validators": {"etag": page.etag, "last_modified": page.last_modified},
+            "previous": dict(last_accepted.record) if last_accepted else None,
+            "previous_version": last_accepted.version if last_accepted else None,
+            "previous_page_sha256": last_accepted.page_sha256 if last_accepted else None}
 
 
 def extract_stage(loaded: LoadedContract, fetched: dict[str, Any], artifacts: ArtifactStore,
                   store: ProjectStore, emit: Emit) -> dict[str, Any]:
     contract = loaded.contract
     selectors = store.current_selectors(contract.name, contract.selectors())
-    previous = store.latest_accepted(contract.name, fetched["partition"])
-    if fetched["unchanged"] and previous is not None:
+    if fetched["unchanged"] and fetched["previous"] is not None:
         # 304 / same bytes as the last accepted page: nothing to re-extract
         emit("extracted", {"skipped": "page unchanged since the last accepted version",
                            "selector_version": selectors.version})
-        return {**fetched, "record": dict(previous.record), "problems": [], "selector_version": selectors.version,
+        return {**fetched, "record": dict(fetched["previous"]), "problems": [],
+                "selector_version": selectors.version,
                 "selectors": selectors.selectors}
     html = artifacts.get(fetched["page_sha256"]) if fetched["page_sha256"] else None
     if html is None:
@@ -80,16 +84,11 @@ def extract_stage(loaded: LoadedContract, fetched: dict[str, Any], artifacts: Ar
             "selectors": selectors.selectors}
 
 
-def validate_stage(loaded: LoadedContract, extracted: dict[str, Any], store: ProjectStore,
-                   emit: Emit) -> dict[str, Any]:
-    contract = loaded.contract
-    previous = store.latest_accepted(contract.name, extracted["partition"])
-    violations = validate(loaded, extracted["partition"], extracted["record"],
-                          previous.record if previous else None)
+def validate_stage(loaded: LoadedContract, extracted: dict[str, Any], emit: Emit) -> dict[str, Any]:
+    violations = validate(loaded, extracted["partition"], extracted["record"], extracted["previous"])
     for violation in violations:
         emit("violation_found", violation)
-    return {**extracted, "violations": violations, "previous": dict(previous.record) if previous else None,
-            "previous_version": previous.version if previous else None}
+    return {**extracted, "violations": violations}
 
 
 def validate(loaded: LoadedContract, partition: str, record: dict[str, Any],
@@ -145,15 +144,15 @@ def _try_heal(loaded: LoadedContract, validated: dict[str, Any], triggers: list[
         info["reason"] = f"healing budget exhausted ({state.heal_attempts}/{budget} attempts used)"
         _pause_exhausted(store, contract.name, partition, info["reason"], emit)
         return validated, info
-    last_good = store.latest_accepted(contract.name, partition)
-    before_html = artifacts.get(last_good.page_sha256) if last_good and last_good.page_sha256 else None
-    if last_good is None or before_html is None:
+    last_good_page = validated["previous_page_sha256"]
+    before_html = artifacts.get(last_good_page) if last_good_page else None
+    if validated["previous"] is None or before_html is None:
         info["reason"] = "no last accepted page to heal from (the first scrape of a target cannot be healed)"
         emit("healing_refused", info)
         return validated, info
     after_html = artifacts.get(validated["page_sha256"]) or ""
     specs = {
-        name: {"selector": validated["selectors"][name], "before": last_good.record.get(name),
+        name: {"selector": validated["selectors"][name], "before": validated["previous"].get(name),
                "type": contract.fields[name].type, "pattern": contract.fields[name].pattern,
                "normalise": list(contract.fields[name].normalise),
                **contract.fields[name].rules.model_dump(exclude_none=True)}

@@ -132,6 +132,31 @@ class SelectorConflict(StoreError):
 
 
 @dataclass(frozen=True)
+class NewCandidate:
+    """A candidate to store, and what to do with it: accept | quarantine | reject | unchanged | pending."""
+
+    contract: str
+    partition: str
+    run_id: str
+    url: str
+    record: dict[str, Any]
+    outcome: str
+    details: dict[str, Any]
+    page_sha256: str | None
+    selector_version: int | None
+    action: str
+    reason: str | None = None  # why it is quarantined
+    validators: dict[str, str] | None = None  # etag/last_modified to remember for an unchanged page
+
+
+@dataclass(frozen=True)
+class RecordedCandidate:
+    candidate_id: int
+    status: str
+    accepted_version: int | None = None
+
+
+@dataclass(frozen=True)
 class Candidate:
     id: int
     contract: str
@@ -324,28 +349,78 @@ class ProjectStore:
         accepted or quarantined: then this candidate is superseded on arrival and nothing is paused for it.
         """
         with self._tx() as conn:
-            cand = _candidate(conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).one())
-            self._lock_partition(conn, cand.contract, cand.partition)
-            newer = conn.execute(
-                sa.select(sa.func.count()).select_from(candidates)
-                .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
-                       candidates.c.id > candidate_id, candidates.c.status.in_(("accepted", "quarantined")))
-            ).scalar()
-            if newer:
-                # reviewing it could only make older data the newest accepted version (decide refuses that)
-                conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="superseded"))
-            else:
-                conn.execute(
-                    candidates.update()
-                    .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
-                           candidates.c.status == "quarantined", candidates.c.id < candidate_id)
-                    .values(status="superseded")
-                )
-                conn.execute(candidates.update().where(candidates.c.id == candidate_id)
-                             .values(status="quarantined"))
-                _update_state(conn, cand.contract, cand.partition, paused=True,
-                              pause_reason=f"{REVIEW_PAUSE}: {reason}")
+            self._quarantine(conn, candidate_id, reason)
         return self.candidate(candidate_id)  # type: ignore[return-value]
+
+    def _quarantine(self, conn: Connection, candidate_id: int, reason: str) -> str:
+        cand = _candidate(conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).one())
+        self._lock_partition(conn, cand.contract, cand.partition)
+        newer = conn.execute(
+            sa.select(sa.func.count()).select_from(candidates)
+            .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
+                   candidates.c.id > candidate_id, candidates.c.status.in_(("accepted", "quarantined")))
+        ).scalar()
+        if newer:
+            # reviewing it could only make older data the newest accepted version (decide refuses that)
+            conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="superseded"))
+            return "superseded"
+        conn.execute(
+            candidates.update()
+            .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
+                   candidates.c.status == "quarantined", candidates.c.id < candidate_id)
+            .values(status="superseded")
+        )
+        conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="quarantined"))
+        _update_state(conn, cand.contract, cand.partition, paused=True, pause_reason=f"{REVIEW_PAUSE}: {reason}")
+        return "quarantined"
+
+    def record_candidates(self, items: Sequence[NewCandidate]) -> list[RecordedCandidate]:
+        """Store candidates and apply each one's action, all in one transaction.
+
+        The batch path records a chunk of targets at once: a crash leaves either all of them or none, and a
+        re-run finds the accepted ones unchanged, so nothing is accepted twice.
+        """
+        recorded = []
+        with self._tx() as conn:
+            for item in items:
+                row = conn.execute(candidates.insert().values(
+                    contract=item.contract, partition=item.partition, run_id=item.run_id, url=item.url,
+                    record=item.record, outcome=item.outcome, status="pending", details=item.details,
+                    page_sha256=item.page_sha256, selector_version=item.selector_version, created_at=_now(),
+                ).returning(candidates.c.id)).one()
+                recorded.append(self._apply(conn, row.id, item))
+        return recorded
+
+    def _apply(self, conn: Connection, candidate_id: int, item: NewCandidate) -> RecordedCandidate:
+        if item.action == "accept":
+            version = self._accept(conn, candidate_id, run_id=item.run_id, source="scrape", reviewer=None,
+                                   reason=None, allowed_status=("pending",))
+            return RecordedCandidate(candidate_id, "accepted", version.version)
+        if item.action == "quarantine":
+            return RecordedCandidate(candidate_id, self._quarantine(conn, candidate_id, item.reason or "review"))
+        if item.action in ("reject", "unchanged"):
+            status = "rejected" if item.action == "reject" else "unchanged"
+            conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status=status))
+            if item.action == "unchanged" and item.validators:
+                # same data under new validators (a re-tagged page): remember them, so the next run gets a 304
+                _update_state(conn, item.contract, item.partition, **item.validators)
+            return RecordedCandidate(candidate_id, status)
+        return RecordedCandidate(candidate_id, "pending")
+
+    def failed_checks(self, contract: str, partitions: Sequence[str]) -> dict[str, set[str]]:
+        """partition → the checks its latest candidate failed (so a batch can record that they pass now)."""
+        newest = (sa.select(sa.func.max(candidates.c.id).label("id"))
+                  .where(candidates.c.contract == contract, candidates.c.partition.in_(list(partitions)))
+                  .group_by(candidates.c.partition).subquery())
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(candidates.c.partition, candidates.c.details)
+                                .join(newest, candidates.c.id == newest.c.id)).all()
+        failed = {}
+        for row in rows:
+            checks = {v["check"] for v in (row.details or {}).get("violations", [])}
+            if checks:
+                failed[row.partition] = checks
+        return failed
 
     def quarantined(self, after_id: int = 0, limit: int = 100) -> list[Candidate]:
         """Candidates quarantined (and still waiting) with id > after_id, oldest first: the review cursor."""
@@ -593,6 +668,13 @@ class ProjectStore:
         return PartitionState(row.contract, row.partition, bool(row.paused), row.pause_reason,
                               row.heal_attempts, row.etag, row.last_modified, row.last_page_sha256)
 
+    def states(self, contract: str) -> dict[str, PartitionState]:
+        """Every partition state of a contract in one read (the batch path reads them once per run)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(partition_state).where(partition_state.c.contract == contract)).all()
+        return {r.partition: PartitionState(r.contract, r.partition, bool(r.paused), r.pause_reason, r.heal_attempts,
+                                            r.etag, r.last_modified, r.last_page_sha256) for r in rows}
+
     def paused_partitions(self, contract: str) -> dict[str, str]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(partition_state.c.partition, partition_state.c.pause_reason).where(
@@ -690,6 +772,6 @@ def _selector_version(row: Any) -> SelectorVersion:
 
 
 __all__ = [
-    "AcceptedVersion", "AlreadyAccepted", "Candidate", "NothingToReview", "OperationalError", "PartitionState",
+    "AcceptedVersion", "AlreadyAccepted", "Candidate", "NewCandidate", "RecordedCandidate", "NothingToReview", "OperationalError", "PartitionState",
     "ProjectStore", "Review", "SelectorConflict", "SelectorVersion", "StoreError", "Superseded",
 ]

@@ -7,12 +7,15 @@ from typing import Any
 
 import dagster as dg
 
+from scrape_contracts.adapters.store import Candidate, StoreError
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.defs.partitions import partitions_for
-from scrape_contracts.defs.pipeline import (
-    extract_stage, fetched_stage, heal_stage, target_url, validate_stage,
-)
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
+from scrape_contracts.service import gate, scrape
+from scrape_contracts.service.records import (
+    Emit, Extracted, Fetched, Recorded, ScrapeResult, Stage, Validated,
+)
+from scrape_contracts.service.scrape import target_url
 
 
 def candidate_key(contract: str) -> dg.AssetKey:
@@ -27,15 +30,15 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def emitter(context: dg.OpExecutionContext, contract: str) -> Any:
+def emitter(context: dg.OpExecutionContext, contract: str) -> Emit:
     """Each stage is an AssetObservation on the candidate, so run history is the event log."""
     key = candidate_key(contract)
     partition = context.partition_key
 
-    def emit(stage: str, data: dict[str, Any]) -> None:
-        metadata = {"stage": stage, **{k: _jsonable(v) for k, v in data.items()}}
+    def emit(stage: Stage, data: dict[str, Any]) -> None:
+        metadata = {"stage": stage.value, **{k: _jsonable(v) for k, v in data.items()}}
         context.log_event(dg.AssetObservation(asset_key=key, partition=partition, metadata=metadata))
-        context.log.info(f"{stage}: {json.dumps(_jsonable(data))[:500]}")
+        context.log.info(f"{stage.value}: {json.dumps(_jsonable(data))[:500]}")
 
     return emit
 
@@ -62,11 +65,11 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
 
     @dg.op(name=f"{name}_fetch", tags=op_tags, retry_policy=FETCH_RETRY_POLICY)
     def fetch(context: dg.OpExecutionContext, store: ProjectStoreResource, artifacts: ArtifactStoreResource,
-              fetcher: FetchResource) -> dict:
+              fetcher: FetchResource) -> Fetched:
         """Fetch the target page (conditional request when validators are known)."""
         from scrape_contracts.adapters.fetch import FetchError, fetcher_for, redact_url
 
-        project_store, artifact_store = store.get(), artifacts.get()
+        project_store = store.get()
         partition = context.partition_key
         url = target_url(loaded, project_store, partition)
         state = project_store.state(name, partition)
@@ -74,8 +77,9 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         try:
             page = client.fetch(url, etag=state.etag, last_modified=state.last_modified)
         except FetchError as exc:
-            emitter(context, name)("fetch_failed", {"url": redact_url(url), "error": str(exc), "kind": exc.kind,
-                                                    "attempts": [dict(a) for a in exc.attempts]})
+            emitter(context, name)(Stage.FETCH_FAILED, {
+                "url": redact_url(url), "error": str(exc), "kind": exc.kind,
+                "attempts": [dict(a) for a in exc.attempts]})
             if exc.transient and context.retry_number < FETCH_RETRY_POLICY.max_retries:
                 raise TransientFetchError(str(exc)) from None
             # last attempt (or not worth retrying): fail with the real reason, not "exceeded max_retries"
@@ -83,26 +87,34 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
                 "url": redact_url(url), "kind": exc.kind, "transient": exc.transient}) from None
         finally:
             client.close()
-        return fetched_stage(loaded, partition, url, page, artifact_store, project_store, emitter(context, name))
+        # the last accepted version is read once, here: every later stage compares against the same snapshot
+        previous = scrape.previous_of(project_store, name, partition)
+        return scrape.observe_page(loaded, partition, url, page, previous, artifacts.get(), emitter(context, name))
 
     @dg.op(name=f"{name}_extract", tags=op_tags)
-    def extract(context: dg.OpExecutionContext, fetched: dict, store: ProjectStoreResource,
-                artifacts: ArtifactStoreResource) -> dict:
+    def extract(context: dg.OpExecutionContext, fetched: Fetched, store: ProjectStoreResource,
+                artifacts: ArtifactStoreResource) -> Extracted:
         """Apply the current selector version to the page."""
-        return extract_stage(loaded, fetched, artifacts.get(), store.get(), emitter(context, name))
+        selectors = store.get().current_selectors(name, contract.selectors())
+        html = None if fetched.unchanged or not fetched.page_sha256 else artifacts.get().get(fetched.page_sha256)
+        return scrape.extract(loaded, fetched, selectors, html, emitter(context, name))
 
     @dg.op(name=f"{name}_validate", tags=op_tags)
-    def validate(context: dg.OpExecutionContext, extracted: dict) -> dict:
+    def validate(context: dg.OpExecutionContext, extracted: Extracted) -> Validated:
         """JSON Schema and semantic rules, against the last accepted version."""
-        return validate_stage(loaded, extracted, emitter(context, name))
+        return scrape.validate(loaded, extracted, emitter(context, name))
 
     @dg.op(name=f"{name}_heal", tags=op_tags, out=dg.Out(io_manager_key="candidate_io_manager"))
-    def heal(context: dg.OpExecutionContext, validated: dict, store: ProjectStoreResource,
+    def heal(context: dg.OpExecutionContext, validated: Validated, store: ProjectStoreResource,
              artifacts: ArtifactStoreResource) -> dg.Output:
-        """Heal broken selectors (never inventing a value), diff, and decide the outcome."""
-        candidate = heal_stage(loaded, validated, context.run_id, artifacts.get(), store.get(),
-                               emitter(context, name))
-        return dg.Output(candidate, metadata=candidate_metadata(candidate))
+        """Heal broken selectors (never inventing a value), diff, decide the outcome and store the candidate."""
+        emit = emitter(context, name)
+        result = scrape.heal_and_decide(loaded, validated, context.run_id, artifacts.get(), store.get(), emit)
+        recorded = gate.store_candidate(store.get(), result, context.run_id)
+        if recorded.status == "quarantined":
+            emit(Stage.QUARANTINED, {"candidate_id": recorded.candidate_id,
+                                     "reasons": [v.message for v in result.violations], "review": REVIEW_HINT})
+        return dg.Output(recorded, metadata=candidate_metadata(result, recorded))
 
     @dg.graph_asset(
         key=candidate_key(name), partitions_def=partitions_def, group_name=name,
@@ -119,29 +131,63 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         description=f"Accepted records of contract {name!r}: what downstream pipelines read.",
         owners=_owners(contract.owners), kinds={"table"}, tags={"scrape_contracts/contract": name},
     )
-    def accepted(context: dg.AssetExecutionContext, candidate: dict) -> dg.Output:
+    def accepted(context: dg.AssetExecutionContext, candidate: Candidate,
+                 store: ProjectStoreResource) -> dg.MaterializeResult:
         """The candidate that passed every blocking check becomes the accepted version."""
-        context.log.info(f"accepting candidate {candidate['candidate_id']} ({candidate['outcome']})")
-        return dg.Output(candidate, metadata={
-            "outcome": candidate["outcome"], "candidate_id": candidate["candidate_id"],
-            "record": dg.MetadataValue.json(_jsonable(candidate["record"])), "url": candidate["url"],
-        })
+        try:
+            recorded = gate.accept(store.get(), candidate, context.run.run_id)
+        except StoreError as exc:
+            raise dg.Failure(description=f"cannot accept candidate {candidate.id}: {exc}",
+                             allow_retries=False) from None
+        context.log.info(f"candidate {candidate.id} ({candidate.outcome}): {recorded.status}")
+        return dg.MaterializeResult(metadata=accepted_metadata(
+            outcome=candidate.outcome, candidate_id=candidate.id, url=candidate.url, record=candidate.record,
+            version=recorded.accepted_version, new_version=recorded.status == "accepted",
+            heal=(candidate.details or {}).get("heal") or {}))
 
     return ContractAssets(candidate, accepted)
 
 
-def candidate_metadata(candidate: dict[str, Any]) -> dict[str, Any]:
-    details = candidate["details"]
+REVIEW_HINT = "accept or reject with review_job or `scrape-contracts review accept|reject C TARGET`"
+
+
+def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, Any]:
     return {
-        "outcome": candidate["outcome"],
-        "url": candidate["url"],
-        "record": dg.MetadataValue.json(_jsonable(candidate["record"])),
-        "violations": dg.MetadataValue.json(_jsonable(details["violations"])),
-        "changes": dg.MetadataValue.json(_jsonable(details["changes"])),
-        "selector_version": candidate["selector_version"] or 0,
-        "page_sha256": candidate["page_sha256"] or "",
-        "healed": bool(details["heal"].get("healed")),
+        "outcome": result.outcome.value,
+        "status": recorded.status,
+        "candidate_id": recorded.candidate_id,
+        "url": result.url,
+        "record": dg.MetadataValue.json(_jsonable(result.record)),
+        "violations": dg.MetadataValue.json(_jsonable([v.as_dict() for v in result.violations])),
+        "changes": dg.MetadataValue.json(_jsonable([c.as_dict() for c in result.changes])),
+        "selector_version": result.selector_version or 0,
+        "page_sha256": result.page_sha256 or "",
+        "healed": result.heal.healed,
+        **selector_change_metadata(result.heal.as_dict()),
     }
+
+
+def selector_change_metadata(heal: dict[str, Any]) -> dict[str, Any]:
+    """A healed selector, readable without opening JSON: ``price: #price → [data-field=price]``."""
+    if not heal.get("healed"):
+        return {}
+    lines = [f"- **{field}**: `{r.get('old_selector')}` → `{r['selector']}` (confidence {r.get('confidence')})"
+             for field, r in (heal.get("results") or {}).items() if r.get("selector")]
+    return {"healed_selectors": dg.MetadataValue.md("\n".join(lines))} if lines else {}
+
+
+def accepted_metadata(*, outcome: str, candidate_id: int, url: str, record: dict[str, Any],
+                      version: int | None, new_version: bool, heal: dict[str, Any],
+                      stages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "outcome": outcome, "candidate_id": candidate_id, "url": dg.MetadataValue.url(url),
+        "version": version or 0, "new_version": new_version,
+        "record": dg.MetadataValue.json(_jsonable(record)),
+        **selector_change_metadata(heal),
+    }
+    if stages is not None:
+        metadata["stages"] = dg.MetadataValue.json(_jsonable(stages))
+    return metadata
 
 
 def _owners(owners: list[str]) -> list[str] | None:

@@ -12,12 +12,14 @@ from typing import Any
 import dagster as dg
 from dagster._utils.warnings import PreviewWarning
 
+from scrape_contracts.adapters.store import Candidate
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.defs.assets import candidate_key
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.engine.validate import (
     CHANGE_CHECK, REQUIRED_CHECK, SCHEMA_CHECK, check_names,
 )
+from scrape_contracts.service.records import Stage
 
 _DESCRIPTIONS = {
     SCHEMA_CHECK: "The record satisfies the contract's JSON Schema.",
@@ -35,9 +37,11 @@ def _description(name: str) -> str:
     return _DESCRIPTIONS[name]
 
 
-def _result(check: str, candidate: dict[str, Any]) -> dg.AssetCheckResult:
-    mine = [v for v in candidate["details"]["violations"] if v["check"] == check]
-    metadata: dict[str, Any] = {"outcome": candidate["outcome"], "candidate_id": candidate["candidate_id"]}
+def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, candidate_id: int
+                   ) -> tuple[bool, dict[str, Any], str | None]:
+    """(passed, metadata, description) of one check, from the violations the engine found."""
+    mine = [v for v in violations if v["check"] == check]
+    metadata: dict[str, Any] = {"outcome": outcome, "candidate_id": candidate_id}
     if mine:
         first = mine[0]
         metadata.update({
@@ -50,8 +54,14 @@ def _result(check: str, candidate: dict[str, Any]) -> dg.AssetCheckResult:
         })
         if check == CHANGE_CHECK:
             metadata["review"] = "quarantined: accept or reject with review_job or `scrape-contracts review`"
-    return dg.AssetCheckResult(passed=not mine, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata,
-                               description=mine[0]["message"] if mine else None)
+    return not mine, metadata, mine[0]["message"] if mine else None
+
+
+def _result(check: str, candidate: Candidate) -> dg.AssetCheckResult:
+    passed, metadata, description = check_metadata(check, (candidate.details or {}).get("violations", []),
+                                                   candidate.outcome, candidate.id)
+    return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata,
+                               description=description)
 
 
 def build_contract_checks(loaded: LoadedContract) -> list[dg.AssetChecksDefinition]:
@@ -72,14 +82,14 @@ def build_contract_checks(loaded: LoadedContract) -> list[dg.AssetChecksDefiniti
 
 def _check_fn(contract: str, check: str) -> Any:
     # a factory, so each check closes over its own name (dagster reads the function's parameters)
-    def evaluate(context: dg.AssetCheckExecutionContext, candidate: dict) -> dg.AssetCheckResult:
+    def evaluate(context: dg.AssetCheckExecutionContext, candidate: Candidate) -> dg.AssetCheckResult:
         result = _result(check, candidate)
         if not result.passed:
             # an observation too: the event trail reads one stream with global, resumable ids
             context.op_execution_context.log_event(dg.AssetObservation(
-                asset_key=candidate_key(contract), partition=candidate["partition"],
-                metadata={"stage": "check_failed", "check": check,
-                          "message": result.description or "", "outcome": candidate["outcome"]}))
+                asset_key=candidate_key(contract), partition=candidate.partition,
+                metadata={"stage": Stage.CHECK_FAILED.value, "check": check,
+                          "message": result.description or "", "outcome": candidate.outcome}))
         return result
 
     return evaluate

@@ -102,18 +102,20 @@ def _play(scenario: str, url: str, spec: dict[str, Any], worker: int, barrier: B
 
 def _heal_one_field(store: Any, contract_name: str, fields: int, worker: int, run_id: str) -> Outcome:
     """What a run does after healing field f<worker>: the pipeline's own save-with-retry."""
-    from scrape_contracts.defs.pipeline import _save_selectors
     from scrape_contracts.engine.heal import HealResult
+    from scrape_contracts.service.records import Extracted, Fetched
+    from scrape_contracts.service.scrape import _save_selectors
 
     loaded = heal_contract(contract_name, fields)
     base = loaded.contract.selectors()
     name = f"f{worker}"
     healed = f"#new{worker}"
     # every worker extracted with version 1 before any heal was saved
-    validated = {"selector_version": 1, "selectors": base, "partition": "p"}
+    fetched = Fetched(contract_name, "p", "https://example.com/p", "https://example.com/p", None, False, (),
+                      None, None, None)
+    extracted = Extracted(fetched, {}, (), 1, dict(base))
     results = {name: HealResult(value="v", selector=healed, confidence=0.9, evidence={"worker": worker})}
-    version = _attempt(lambda: _save_selectors(loaded, validated, {**base, name: healed}, results, [name],
-                                               run_id, store))
+    version = _attempt(lambda: _save_selectors(loaded, extracted, results, run_id, store))
     if version[0] != "ok":
         return version
     return "ok", {"version": version[1].version, "parent": version[1].parent_version,
@@ -122,8 +124,8 @@ def _heal_one_field(store: Any, contract_name: str, fields: int, worker: int, ru
 
 def crew_main(worker: int, inbox: Any, outbox: Any, barrier: Barrier) -> None:
     """A long-lived worker process: runs scenarios from ``inbox`` until it reads None."""
-    # importing dagster (through the pipeline) costs seconds: pay it once, while the parent sets up
-    import scrape_contracts.defs.pipeline  # noqa: F401
+    # importing the service (and the healer) costs time: pay it once, while the parent sets up
+    import scrape_contracts.service.scrape  # noqa: F401
 
     from scrape_contracts.adapters import store as store_module
 

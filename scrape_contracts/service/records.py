@@ -1,0 +1,197 @@
+"""Typed records passed between the stages of a scrape, and the names of those stages.
+
+Every record is frozen: a stage returns a new record (``dataclasses.replace``) instead of changing the one
+it got, so the single-target ops and the batch path can hand them around (and across processes) safely.
+``details()`` gives the JSON the project store keeps with a candidate; its shape is the stored format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from scrape_contracts.engine.diff import FieldChange
+from scrape_contracts.engine.extract import FieldProblem
+from scrape_contracts.engine.outcome import Outcome
+from scrape_contracts.engine.validate import Violation
+
+
+class Stage(str, Enum):
+    """What happened to a target; the ``stage`` of every event in the trail."""
+
+    FETCHED = "fetched"
+    FETCH_FAILED = "fetch_failed"
+    EXTRACTED = "extracted"
+    VIOLATION_FOUND = "violation_found"
+    HEALING = "healing"
+    HEALING_REFUSED = "healing_refused"
+    RE_EXTRACTED = "re_extracted"
+    CHANGE_DETECTED = "change_detected"
+    PAUSED = "paused"
+    QUARANTINED = "quarantined"
+    CHECK_FAILED = "check_failed"
+    ACCEPTED = "accepted"
+    UNCHANGED = "unchanged"
+    REJECTED = "rejected"
+    SKIPPED = "skipped"
+    REVIEWED = "reviewed"
+    REVIEW_ANNOUNCED = "review_announced"
+    RESUMED = "resumed"
+    BATCH_SUMMARY = "batch_summary"
+
+
+# a stage callback: the ops turn these into Dagster events, the batch path collects them per target
+Emit = Callable[[Stage, dict[str, Any]], None]
+
+
+def no_emit(stage: Stage, data: dict[str, Any]) -> None:
+    """For callers that do not tell the story (tests, re-runs of a pure stage)."""
+
+
+@dataclass(frozen=True)
+class StageEvent:
+    stage: Stage
+    data: dict[str, Any]
+
+
+class StoryRecorder:
+    """An ``Emit`` that keeps the events in order, for one target of a batch."""
+
+    def __init__(self) -> None:
+        self.events: list[StageEvent] = []
+
+    def __call__(self, stage: Stage, data: dict[str, Any]) -> None:
+        self.events.append(StageEvent(stage, data))
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The last accepted version of a target, read once per scrape: every stage compares against it."""
+
+    record: dict[str, Any]
+    version: int
+    page_sha256: str | None
+
+
+@dataclass(frozen=True)
+class Fetched:
+    contract: str
+    partition: str
+    url: str
+    final_url: str
+    page_sha256: str | None
+    unchanged: bool  # 304, or the same bytes as the last accepted page
+    attempts: tuple[dict[str, Any], ...]
+    etag: str | None
+    last_modified: str | None
+    previous: Previous | None
+
+    @property
+    def validators(self) -> dict[str, str | None]:
+        return {"etag": self.etag, "last_modified": self.last_modified}
+
+
+@dataclass(frozen=True)
+class Extracted:
+    fetched: Fetched
+    record: dict[str, Any]
+    problems: tuple[FieldProblem, ...]
+    selector_version: int
+    selectors: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Validated:
+    extracted: Extracted
+    violations: tuple[Violation, ...]
+
+    @property
+    def fetched(self) -> Fetched:
+        return self.extracted.fetched
+
+
+@dataclass(frozen=True)
+class HealReport:
+    attempted: bool = False
+    healed: bool = False
+    fields: tuple[str, ...] = ()
+    reason: str | None = None
+    results: dict[str, Any] = field(default_factory=dict)
+    selector_version: int | None = None
+    seconds: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if v not in (None, (), {})}
+        data.update(attempted=self.attempted, healed=self.healed)
+        if self.fields:
+            data["fields"] = list(self.fields)
+        return data
+
+    def selector_changes(self) -> dict[str, tuple[str | None, str]]:
+        """field → (old selector, new selector) of a successful heal."""
+        return {name: (r.get("old_selector"), r["selector"]) for name, r in self.results.items()
+                if self.healed and r.get("selector")}
+
+
+@dataclass(frozen=True)
+class ScrapeResult:
+    """The candidate of one target: its record, the outcome and the evidence for it."""
+
+    contract: str
+    partition: str
+    url: str
+    record: dict[str, Any]
+    outcome: Outcome
+    violations: tuple[Violation, ...]
+    problems: tuple[FieldProblem, ...]
+    changes: tuple[FieldChange, ...]
+    heal: HealReport
+    fetched: Fetched
+    selector_version: int | None
+
+    @property
+    def page_sha256(self) -> str | None:
+        return self.fetched.page_sha256
+
+    @property
+    def accepted_outcome(self) -> bool:
+        return self.outcome in (Outcome.VALID, Outcome.HEALED)
+
+    def details(self) -> dict[str, Any]:
+        previous = self.fetched.previous
+        return {
+            "violations": [v.as_dict() for v in self.violations],
+            "problems": [{"field": p.field, "kind": p.kind, "message": p.message} for p in self.problems],
+            "changes": [c.as_dict() for c in self.changes],
+            "previous": dict(previous.record) if previous else None,
+            "previous_version": previous.version if previous else None,
+            "heal": self.heal.as_dict(),
+            "attempts": [dict(a) for a in self.fetched.attempts],
+            "validators": self.fetched.validators,
+        }
+
+
+@dataclass(frozen=True)
+class FetchFailure:
+    """A target whose page could not be fetched: no candidate, the last accepted data stays."""
+
+    contract: str
+    partition: str
+    url: str
+    kind: str
+    message: str
+    transient: bool
+    attempts: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the store made of a candidate."""
+
+    candidate_id: int
+    outcome: Outcome
+    status: str  # accepted | quarantined | rejected | unchanged | pending | superseded
+    accepted_version: int | None = None
+    quarantine_reason: str | None = None

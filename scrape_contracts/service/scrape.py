@@ -1,0 +1,229 @@
+"""The stages of scraping one target, Dagster-free: observe the page → extract → validate → heal → decide.
+
+The single-target ops call these one per op; the batch path calls ``process_page`` (the pure part, in a
+worker process) and ``heal_and_decide`` (in the run's process, as healing writes selector versions). Either
+way a target gets the same outcome from the same page.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.store import ProjectStore, SelectorConflict, SelectorVersion
+from scrape_contracts.contract.loader import LoadedContract
+from scrape_contracts.engine.diff import diff_records
+from scrape_contracts.engine.extract import extract_record
+from scrape_contracts.engine.outcome import decide_outcome
+from scrape_contracts.engine.validate import CHANGE_CHECK, validate_rules, validate_schema
+from scrape_contracts.service.records import (
+    Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
+)
+
+
+def target_url(loaded: LoadedContract, store: ProjectStore, partition: str) -> str:
+    contract = loaded.contract
+    for target in contract.static_targets:
+        if target.partition_key == partition:
+            return target.url
+    url = store.target_url(contract.name, partition) if contract.is_dynamic else None
+    if url is None:
+        raise LookupError(
+            f"contract {contract.name!r} has no target with partition key {partition!r}"
+            + (" (add it with `scrape-contracts targets add`)" if contract.is_dynamic else "")
+        )
+    return url
+
+
+def previous_of(store: ProjectStore, contract: str, partition: str) -> Previous | None:
+    latest = store.latest_accepted(contract, partition)
+    return Previous(dict(latest.record), latest.version, latest.page_sha256) if latest else None
+
+
+def observe_page(loaded: LoadedContract, partition: str, url: str, page: Any, previous: Previous | None,
+                 artifacts: ArtifactStore, emit: Emit) -> Fetched:
+    """Store the fetched page and note whether it is the one last accepted."""
+    page_sha = None if page.not_modified else artifacts.put(page.html)
+    unchanged = previous is not None and (page.not_modified or page_sha == previous.page_sha256)
+    attempts = tuple(dict(a) for a in page.attempts)
+    emit(Stage.FETCHED, {
+        "url": page.url, "status": page.status, "elapsed_s": round(page.elapsed_s, 3),
+        "bytes": len(page.html.encode("utf-8")) if page.html else 0, "page_sha256": page_sha,
+        "encoding": page.encoding, "attempts": list(attempts), "not_modified": bool(page.not_modified),
+        "unchanged_content": bool(unchanged),
+    })
+    # validators are remembered only when this page is accepted (see ProjectStore.accept): a rejected page
+    # must not turn the next run into a 304 "unchanged"
+    return Fetched(
+        contract=loaded.contract.name, partition=partition, url=url, final_url=page.url,
+        page_sha256=page_sha or (previous.page_sha256 if previous else None), unchanged=bool(unchanged),
+        attempts=attempts, etag=page.etag, last_modified=page.last_modified, previous=previous,
+    )
+
+
+def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion, html: str | None,
+            emit: Emit) -> Extracted:
+    """Apply the selector version in force; an unchanged page reuses the last accepted record."""
+    if fetched.unchanged and fetched.previous is not None:
+        emit(Stage.EXTRACTED, {"skipped": "page unchanged since the last accepted version",
+                               "selector_version": selectors.version})
+        return Extracted(fetched, dict(fetched.previous.record), (), selectors.version, dict(selectors.selectors))
+    if html is None:
+        raise RuntimeError(f"page {fetched.page_sha256} is missing from the artifact store; re-run to fetch it "
+                           "again")
+    extraction = extract_record(html, loaded.contract.fields, selectors.selectors)
+    emit(Stage.EXTRACTED, {"record": extraction.record, "selector_version": selectors.version,
+                           "problems": [dataclasses.asdict(p) for p in extraction.problems]})
+    return Extracted(fetched, extraction.record, extraction.problems, selectors.version, dict(selectors.selectors))
+
+
+def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Validated:
+    """JSON Schema and the contract's rules, against the last accepted version."""
+    contract = loaded.contract
+    previous = extracted.fetched.previous
+    violations = tuple(validate_schema(extracted.record, contract.record_schema()) + validate_rules(
+        extracted.record, contract.fields, previous.record if previous else None,
+        contract.expected_for(extracted.fetched.partition)))
+    for violation in violations:
+        emit(Stage.VIOLATION_FOUND, violation.as_dict())
+    return Validated(extracted, violations)
+
+
+def heal_triggers(validated: Validated) -> list[str]:
+    """Fields whose selector is suspect: no match, several matches, or a value breaking a non-change rule."""
+    fields = {p.field for p in validated.extracted.problems}
+    fields |= {v.field for v in validated.violations if v.field and v.check != CHANGE_CHECK}
+    return sorted(fields)
+
+
+def needs_healing(loaded: LoadedContract, validated: Validated) -> bool:
+    return bool(heal_triggers(validated)) and loaded.contract.healing.enabled and not validated.fetched.unchanged
+
+
+def decide(loaded: LoadedContract, validated: Validated, heal: HealReport, emit: Emit) -> ScrapeResult:
+    """Diff against the last accepted record and decide the outcome."""
+    previous = validated.fetched.previous
+    record = validated.extracted.record
+    changes = tuple(diff_records(previous.record if previous else None, record, loaded.contract.fields))
+    outcome = decide_outcome(validated.violations, changes, healed=heal.healed, has_previous=previous is not None)
+    if changes and previous is not None:
+        emit(Stage.CHANGE_DETECTED, {"changes": [c.as_dict() for c in changes]})
+    return ScrapeResult(
+        contract=loaded.contract.name, partition=validated.fetched.partition, url=validated.fetched.url,
+        record=record, outcome=outcome, violations=validated.violations, problems=validated.extracted.problems,
+        changes=changes, heal=heal, fetched=validated.fetched, selector_version=validated.extracted.selector_version,
+    )
+
+
+def heal_and_decide(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,
+                    store: ProjectStore, emit: Emit) -> ScrapeResult:
+    """Heal broken selectors when there is something to heal (never inventing a value), then decide."""
+    report = HealReport()
+    if needs_healing(loaded, validated):
+        validated, report = _heal(loaded, validated, run_id, artifacts, store, emit)
+    return decide(loaded, validated, report, emit)
+
+
+def process_page(loaded: LoadedContract, fetched: Fetched, html: str | None, selectors: SelectorVersion,
+                 emit: Emit) -> ScrapeResult | Validated:
+    """The pure part of a scrape: extract, validate and, when nothing needs healing, decide.
+
+    Returns the ``Validated`` record instead when a heal is due: healing reads and writes the store, so the
+    caller does it.
+    """
+    validated = validate(loaded, extract(loaded, fetched, selectors, html, emit), emit)
+    if needs_healing(loaded, validated):
+        return validated
+    return decide(loaded, validated, HealReport(), emit)
+
+
+def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,
+          store: ProjectStore, emit: Emit) -> tuple[Validated, HealReport]:
+    from scrape_contracts.engine.heal import heal
+
+    contract = loaded.contract
+    fetched, extracted = validated.fetched, validated.extracted
+    partition, previous = fetched.partition, fetched.previous
+    triggers = tuple(heal_triggers(validated))
+    budget = contract.healing.budget
+    state = store.state(contract.name, partition)
+    if state.heal_attempts >= budget:
+        reason = f"healing budget exhausted ({state.heal_attempts}/{budget} attempts used)"
+        _pause_exhausted(store, contract.name, partition, reason, emit)
+        return validated, HealReport(attempted=True, fields=triggers, reason=reason)
+    before_html = artifacts.get(previous.page_sha256) if previous and previous.page_sha256 else None
+    if previous is None or before_html is None:
+        reason = "no last accepted page to heal from (the first scrape of a target cannot be healed)"
+        emit(Stage.HEALING_REFUSED, {"fields": list(triggers), "reason": reason})
+        return validated, HealReport(attempted=True, fields=triggers, reason=reason)
+    after_html = (artifacts.get(fetched.page_sha256) if fetched.page_sha256 else None) or ""
+    specs = {
+        name: {"selector": extracted.selectors[name], "before": previous.record.get(name),
+               "type": contract.fields[name].type, "pattern": contract.fields[name].pattern,
+               "normalise": list(contract.fields[name].normalise),
+               **contract.fields[name].rules.model_dump(exclude_none=True)}
+        for name in triggers
+    }
+    started = time.perf_counter()
+    results = heal(before_html, after_html, specs)
+    evidence = {name: {"value": r.value, "selector": r.selector, "old_selector": extracted.selectors[name],
+                       "confidence": round(r.confidence, 3), "evidence": r.evidence}
+                for name, r in results.items()}
+    seconds = round(time.perf_counter() - started, 3)
+    emit(Stage.HEALING, {"fields": list(triggers), "results": evidence})
+    if not all(results[name].healed for name in triggers):
+        refused = [n for n in triggers if not results[n].healed]
+        attempts = store.add_heal_attempt(contract.name, partition)
+        reason = f"healer refused {', '.join(refused)} (attempt {attempts}/{budget})"
+        emit(Stage.HEALING_REFUSED, {"fields": refused, "attempt": attempts, "budget": budget, "reason": reason})
+        if attempts >= budget:
+            _pause_exhausted(store, contract.name, partition,
+                             f"healing budget exhausted after {attempts} attempts; fields {', '.join(refused)} "
+                             "could not be healed", emit)
+        return validated, HealReport(attempted=True, fields=triggers, reason=reason, results=evidence,
+                                     seconds=seconds)
+    version = _save_selectors(loaded, extracted, {n: results[n] for n in triggers}, run_id, store)
+    extraction = extract_record(after_html, contract.fields, version.selectors)
+    re_extracted = dataclasses.replace(extracted, record=extraction.record, problems=extraction.problems,
+                                       selector_version=version.version, selectors=dict(version.selectors))
+    re_validated = validate(loaded, re_extracted, lambda *_: None)
+    emit(Stage.RE_EXTRACTED, {"record": extraction.record, "selector_version": version.version,
+                              "violations": [v.as_dict() for v in re_validated.violations]})
+    healed = not extraction.problems and not heal_triggers(re_validated)
+    return re_validated, HealReport(attempted=True, healed=healed, fields=triggers, results=evidence,
+                                    selector_version=version.version, seconds=seconds)
+
+
+def _save_selectors(loaded: LoadedContract, extracted: Extracted, results: dict[str, Any], run_id: str,
+                    store: ProjectStore) -> SelectorVersion:
+    contract = loaded.contract
+    parent = extracted.selector_version
+    healed = {n: r.selector for n, r in results.items()}
+    new_selectors = {**extracted.selectors, **healed}
+    changes = {n: {"old": extracted.selectors[n], "new": r.selector, "evidence": r.evidence,
+                   "confidence": r.confidence} for n, r in results.items()}
+    # every conflict means another run's save committed, so this always progresses; the deadline only bounds
+    # pathological contention
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return store.add_selector_version(
+                contract.name, parent_version=parent, selectors=new_selectors,
+                contract_selectors=contract.selectors(), source="heal", changes=changes, run_id=run_id,
+                partition=extracted.fetched.partition,
+            )
+        except SelectorConflict:
+            if time.monotonic() > deadline:
+                raise SelectorConflict(
+                    f"could not save healed selectors of {contract.name!r}: too much contention") from None
+            # another run healed first: keep its selectors and layer ours on top, never drop either
+            latest = store.current_selectors(contract.name, contract.selectors())
+            parent = latest.version
+            new_selectors = {**latest.selectors, **healed}
+
+
+def _pause_exhausted(store: ProjectStore, contract: str, partition: str, reason: str, emit: Emit) -> None:
+    store.update_state(contract, partition, paused=True, pause_reason=reason)
+    emit(Stage.PAUSED, {"reason": reason})

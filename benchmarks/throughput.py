@@ -1,0 +1,767 @@
+"""Throughput benchmark: batched scraping against a hand-written httpx+lxml loop, measured in the same run.
+
+Run from the repo root (venv active)::
+
+    python benchmarks/throughput.py --pages 2000            # PostgreSQL too when 127.0.0.1:5432 answers
+    python benchmarks/throughput.py --pages 40 --sample 5 --skip-postgres   # a quick check
+
+What it does:
+
+1. generates a seeded shop of N product pages, 30–60 KB each, with decoy prices/SKUs/ratings around the
+   real ones and seven price formats (``benchmarks/sitegen.py``); the truth stays in memory;
+2. serves it on 127.0.0.1 with nginx when installed (else a threaded Python server), both with
+   ETag/If-None-Match and Last-Modified/If-Modified-Since → 304;
+3. writes a contract for it (7 fields: title, sku, price, in_stock, rating, review_count, brand) into a
+   temporary contracts folder;
+4. measures, each figure from this run:
+
+   (a) raw      a plain sync ``httpx.Client`` + lxml loop in one process, same fields, same JSON Schema
+                (jsonschema) and rules, no project code and no Dagster: what a team writes by hand;
+   (d) single   ``scrape_<name>_job`` executed in process, one partition at a time, on a sample of targets
+                (what the UI's "Materialize" of one partition does);
+   (b) batch    ``scrape-contracts run NAME --idempotency-key K --wait``, as a user launches it, on a fresh
+                default SQLite instance with ``dagster-daemon`` running (started here, stopped by its PID);
+   (c) batch    the same command with a new key after a few pages changed (most pages answer 304 or
+                the same bytes);
+   (b)/(c) again on the PostgreSQL profile (``deploy/dagster.postgres.yaml``, a throw-away database);
+
+   and checks every extracted value of every path against the generated truth (accepted data for the
+   project's paths), printing correct/total values.
+
+Figures: seconds is wall-clock (for (b)/(c) the whole user command: launch, queue, run, summary; the time
+inside the runs is printed too); pages/s = pages / seconds; x_raw = pages/s ÷ raw pages/s; peak_rss_MB is
+the peak resident memory of the process doing the work (raw: the loop's process; single: the process
+executing the jobs; batch: the run worker(s) with their child processes, sampled from /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import sitegen  # noqa: E402
+
+CONTRACT_NAME = "bench_shop"
+PG_ADMIN_URL = os.environ.get("SCRAPE_CONTRACTS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+BIN = Path(sys.executable).parent
+
+# The contract's fields; the raw baseline reads the same selectors and rules from here (not from project code).
+FIELDS: dict[str, dict[str, Any]] = {
+    "title": {"selector": ".product-main h1.product-title"},
+    "sku": {"selector": ".product-main [itemprop=sku]"},
+    "price": {"selector": ".product-main .price-box .price__now", "type": "price",
+              "rules": {"min": 0, "max_change_pct": 50}},
+    "in_stock": {"selector": ".product-main .availability .stock", "type": "boolean"},
+    "rating": {"selector": ".product-main [itemprop=ratingValue]", "type": "number", "rules": {"min": 0, "max": 5}},
+    "review_count": {"selector": ".product-main [itemprop=reviewCount]", "type": "integer", "rules": {"min": 0}},
+    "brand": {"selector": ".product-main [itemprop=brand]"},
+}
+JSON_TYPES = {"string": "string", "price": "number", "number": "number", "integer": "integer", "boolean": "boolean"}
+
+
+def record_schema() -> dict[str, Any]:
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+            "properties": {n: {"type": JSON_TYPES[f.get("type", "string")]} for n, f in FIELDS.items()},
+            "required": list(FIELDS)}
+
+
+# ------------------------------------------------------------------------------------------- results
+
+
+@dataclass
+class Row:
+    path: str
+    pages: int
+    seconds: float
+    peak_rss_mb: float | None
+    correct: int
+    total: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.pages / self.seconds if self.seconds > 0 else 0.0
+
+
+def check_values(records: dict[str, dict[str, Any] | None], truth: dict[str, dict[str, Any]],
+                 keys: list[str]) -> tuple[int, int, list[str]]:
+    """(correct values, total values, examples of wrong ones): every field of every key in ``keys``."""
+    correct, total, wrong = 0, 0, []
+    for key in keys:
+        record = records.get(key) or {}
+        for name in FIELDS:
+            total += 1
+            got, want = record.get(name), truth[key][name]
+            if _same(got, want):
+                correct += 1
+            elif len(wrong) < 5:
+                wrong.append(f"{key}.{name}: got {got!r}, truth {want!r}" + ("" if record else " (no record)"))
+    return correct, total, wrong
+
+
+def _same(got: Any, want: Any) -> bool:
+    if isinstance(want, bool) or isinstance(got, bool):
+        return got is want
+    if isinstance(want, (int, float)) and isinstance(got, (int, float)):
+        return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=1e-9)
+    return got == want
+
+
+# -------------------------------------------------------------------------------- (a) raw baseline
+
+
+_NUMBER = re.compile(r"\d[\d.,'\u00a0\u202f ]*")
+_BOOLEANS = {"in stock": True, "available": True, "yes": True, "true": True,
+             "out of stock": False, "sold out": False, "unavailable": False, "no": False, "false": False}
+
+
+def parse_price(text: str) -> float:
+    """'$1,299.00', '1.299,00 €', 'CHF 1'299.00', '1 299,00 €', 'USD 45' → float. A decimal separator is the
+    last '.' or ',' followed by one or two digits; every other separator groups thousands."""
+    match = _NUMBER.search(text)
+    if match is None:
+        raise ValueError(f"no number in {text!r}")
+    digits = re.sub(r"['\u00a0\u202f ]", "", match.group()).rstrip(".,")
+    last = max(digits.rfind("."), digits.rfind(","))
+    if last != -1 and len(digits) - last - 1 in (1, 2):
+        return float(re.sub(r"[.,]", "", digits[:last]) + "." + digits[last + 1:])
+    return float(re.sub(r"[.,]", "", digits))
+
+
+def _parse(text: str, kind: str) -> Any:
+    if kind == "string":
+        return text
+    if kind == "price":
+        return parse_price(text)
+    if kind == "number":
+        return float(text.replace(",", "."))
+    if kind == "integer":
+        return int(re.sub(r"[,.'\u00a0 ]", "", text))
+    if kind == "boolean":
+        return _BOOLEANS[text.lower()]
+    raise ValueError(kind)
+
+
+def raw_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """The hand-written loop: GET → lxml → one element per field → type → JSON Schema + rules."""
+    import httpx
+    import lxml.html
+    from jsonschema import Draft202012Validator
+    from lxml.cssselect import CSSSelector
+
+    selectors = {name: CSSSelector(f["selector"]) for name, f in FIELDS.items()}
+    validator = Draft202012Validator(record_schema())
+    records: dict[str, dict[str, Any] | None] = {}
+    problems: dict[str, list[str]] = {}
+    started = time.perf_counter()
+    with httpx.Client(timeout=10.0) as client:
+        for key, url, expected_sku in spec["targets"]:
+            response = client.get(url)
+            response.raise_for_status()
+            root = lxml.html.fromstring(response.content)
+            record: dict[str, Any] = {}
+            errors: list[str] = []
+            for name, field_spec in FIELDS.items():
+                texts = {" ".join(el.text_content().split()) for el in selectors[name](root)} - {""}
+                if len(texts) != 1:
+                    errors.append(f"{name}: {len(texts)} distinct matches")
+                    record[name] = None
+                    continue
+                try:
+                    record[name] = _parse(texts.pop(), field_spec.get("type", "string"))
+                except (ValueError, KeyError) as exc:
+                    errors.append(f"{name}: {exc}")
+                    record[name] = None
+            errors += [error.message for error in validator.iter_errors(record)]
+            errors += _rule_violations(record, expected_sku)
+            records[key] = None if errors else record
+            if errors:
+                problems[key] = errors
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "records": records, "problems": problems, "peak_rss_kb": _own_peak_rss_kb()}
+
+
+def _rule_violations(record: dict[str, Any], expected_sku: str) -> list[str]:
+    out = []
+    for name, field_spec in FIELDS.items():
+        rules, value = field_spec.get("rules", {}), record.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if "min" in rules and value < rules["min"]:
+                out.append(f"{name} {value} < {rules['min']}")
+            if "max" in rules and value > rules["max"]:
+                out.append(f"{name} {value} > {rules['max']}")
+    if record.get("sku") != expected_sku:
+        out.append(f"sku {record.get('sku')!r} is not the expected {expected_sku!r}")
+    return out
+
+
+def _own_peak_rss_kb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+
+
+# ------------------------------------------------------------------------ (d) one run per partition
+
+
+def partitions_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """``scrape_<name>_job`` in process, one partition at a time, like the conftest Harness.run."""
+    import warnings
+
+    import dagster as dg
+
+    from scrape_contracts.defs import build_definitions
+    from scrape_contracts.defs.jobs import scrape_job_name
+
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    defs = build_definitions(spec["contracts_dir"])
+    job = defs.resolve_job_def(scrape_job_name(spec["contract"]))
+    instance = dg.DagsterInstance.get()
+    failed = []
+    started = time.perf_counter()
+    for key in spec["keys"]:
+        result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
+        if not result.success:
+            failed.append(key)
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "failed": failed, "peak_rss_kb": _own_peak_rss_kb()}
+
+
+def run_worker(kind: str, spec: dict[str, Any], env: dict[str, str], workdir: Path) -> dict[str, Any]:
+    """Run a worker in its own process (its memory is its own) and return what it reports."""
+    spec_path = workdir / f"{kind}-spec.json"
+    out_path = workdir / f"{kind}-result.json"
+    spec_path.write_text(json.dumps(spec))
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), f"_{kind}", str(spec_path), str(out_path)],
+                          env=env, cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind} worker failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(out_path.read_text())
+
+
+# ------------------------------------------------------------------------- instances and the daemon
+
+
+@dataclass
+class InstanceEnv:
+    """A fresh Dagster instance (DAGSTER_HOME) plus the project store, as environment for every process."""
+
+    label: str
+    home: Path
+    db_url: str
+    env: dict[str, str]
+
+    def dagster_instance(self) -> Any:
+        import dagster as dg
+        from dagster._core.instance.ref import InstanceRef
+
+        with _patched_environ({k: v for k, v in self.env.items() if k == "DAGSTER_PG_URL"}):
+            return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(self.home)))
+
+    def create_storage(self) -> InstanceEnv:
+        """Create the instance's tables now, from one process: processes that all find a fresh instance
+        race to stamp its schema version (SQLite ends up with two alembic heads)."""
+        self.dagster_instance().dispose()
+        return self
+
+
+@contextlib.contextmanager
+def _patched_environ(values: dict[str, str]) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _base_env(contracts_dir: Path, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SCRAPE_CONTRACTS_DB_URL", "DAGSTER_PG_URL", "SCRAPE_CONTRACTS_ARTIFACTS_DIR")}
+    env.update(DAGSTER_HOME=str(home), SCRAPE_CONTRACTS_DIR=str(contracts_dir), PYTHONUNBUFFERED="1")
+    return env
+
+
+def sqlite_instance(workdir: Path, contracts_dir: Path) -> InstanceEnv:
+    """The default a user gets: the repo's dagster.yaml, SQLite in DAGSTER_HOME, the store beside it."""
+    home = workdir / "home-sqlite"
+    home.mkdir()
+    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    db_url = f"sqlite:///{home / 'scrape_contracts.db'}"
+    return InstanceEnv("sqlite", home, db_url, _base_env(contracts_dir, home)).create_storage()
+
+
+def postgres_reachable() -> bool:
+    import sqlalchemy as sa
+
+    try:
+        engine = sa.create_engine(PG_ADMIN_URL, connect_args={"connect_timeout": 3})
+        with engine.connect() as conn:
+            conn.execute(sa.text("select 1"))
+        engine.dispose()
+        return True
+    except Exception:  # noqa: BLE001 (any failure means no usable server)
+        return False
+
+
+@contextlib.contextmanager
+def postgres_instance(workdir: Path, contracts_dir: Path) -> Iterator[InstanceEnv]:
+    """The production profile on a throw-away database, dropped at the end."""
+    import sqlalchemy as sa
+
+    name = f"sc_bench_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        home = workdir / "home-postgres"
+        home.mkdir()
+        shutil.copy(REPO / "deploy" / "dagster.postgres.yaml", home / "dagster.yaml")
+        env = _base_env(contracts_dir, home)
+        env.update(DAGSTER_PG_URL=url, SCRAPE_CONTRACTS_DB_URL=url)
+        yield InstanceEnv("postgres", home, url, env).create_storage()
+    finally:
+        from scrape_contracts.adapters import store as store_module
+
+        engine = store_module._engines.pop(url, None)
+        if engine is not None:
+            engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()
+
+
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid → (parent pid, start time in ticks) for every process we can see."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                table[int(entry)] = (int(fields[1]), fields[19])
+            except (OSError, IndexError, ValueError):
+                continue
+    return table
+
+
+def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    table = table if table is not None else _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+class Daemon:
+    """``dagster-daemon run -w workspace.yaml`` for one instance; stopped by its PID (and the PIDs it started)."""
+
+    def __init__(self, instance_env: InstanceEnv, workdir: Path) -> None:
+        self.instance_env = instance_env
+        self.log_path = workdir / f"daemon-{instance_env.label}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def __enter__(self) -> Daemon:
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
+                env=self.instance_env.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _wait_ready(self, timeout: float = 180.0) -> None:
+        instance = self.instance_env.dagster_instance()
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                if self.process is not None and self.process.poll() is not None:
+                    raise RuntimeError(f"dagster-daemon exited ({self.process.returncode}): {self.log_tail()}")
+                if "QUEUED_RUN_COORDINATOR" in instance.get_daemon_heartbeats():
+                    return
+                time.sleep(0.5)
+        finally:
+            instance.dispose()
+        raise RuntimeError(f"dagster-daemon sent no heartbeat within {timeout:.0f}s: {self.log_tail()}")
+
+    def log_tail(self, chars: int = 2000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        table = _proc_table()
+        started_by_daemon = {pid: table[pid][1] for pid in descendants(self.process.pid, table)}
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        # its code server and run workers: the same PIDs (same start time), and only those
+        deadline = time.monotonic() + 10
+        while started_by_daemon and time.monotonic() < deadline:
+            table = _proc_table()
+            started_by_daemon = {p: t for p, t in started_by_daemon.items() if table.get(p, (0, None))[1] == t}
+            time.sleep(0.2)
+        for pid in started_by_daemon:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process = None
+
+
+class RssSampler(threading.Thread):
+    """Peak RSS of the run workers under one daemon, children (parse pools) included, sampled from /proc.
+
+    With DefaultRunLauncher a run worker is a multiprocessing child of the daemon's code server; everything
+    under the daemon counts except the daemon's own plumbing (code server, resource tracker, log tailers).
+    ``peak_kb``: the most memory all run workers held at one moment; ``largest_kb``: the largest process.
+    """
+
+    PLUMBING = ("dagster-daemon", "api grpc", "resource_tracker", "watch_orphans", "tail -F")
+
+    def __init__(self, root_pid: int, interval: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.root_pid = root_pid
+        self.interval = interval
+        self.peak_kb = 0
+        self.largest_kb = 0
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self.sample()
+            self._stop_event.wait(self.interval)
+
+    def sample(self) -> None:
+        pids = [pid for pid in descendants(self.root_pid)
+                if not any(part in _cmdline(pid) for part in self.PLUMBING)]
+        self.peak_kb = max(self.peak_kb, sum(_status_kb(pid, "VmRSS") for pid in pids))
+        self.largest_kb = max([self.largest_kb, *(_status_kb(pid, "VmHWM") for pid in pids)])
+
+    def stop(self) -> int:
+        self._stop_event.set()
+        self.join(timeout=5)
+        return self.peak_kb
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _status_kb(pid: int, key: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+# -------------------------------------------------------------------------------- (b)/(c) batched
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_DAGSTER_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4} - dagster")
+
+
+def batch_cli_available() -> bool:
+    done = subprocess.run([str(BIN / "scrape-contracts"), "run", "--help"], capture_output=True, text=True,
+                          check=False, cwd=REPO)
+    return "--wait" in done.stdout
+
+
+def batched_sweep(label: str, instance_env: InstanceEnv, daemon: Daemon, contracts_dir: Path, key: str,
+                  truth: dict[str, dict[str, Any]], timeout: float) -> Row:
+    """One user command: ``scrape-contracts run NAME --idempotency-key KEY --wait``; then check the data."""
+    command = [str(BIN / "scrape-contracts"), "--contracts-dir", str(contracts_dir), "run", CONTRACT_NAME,
+               "--idempotency-key", key, "--wait"]
+    sampler = RssSampler(daemon.pid)
+    sampler.start()
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, env=instance_env.env, cwd=REPO, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    finally:
+        peak_kb = sampler.stop()
+    seconds = time.perf_counter() - started
+    output = [_ANSI.sub("", line) for line in (done.stdout + done.stderr).strip().splitlines()]
+    shown = [line for line in output if "launched run" not in line and not _DAGSTER_LOG.match(line)][-12:]
+    launched = sum("launched run" in line for line in output)
+    if done.returncode != 0:
+        shown.append(f"(exit code {done.returncode}; daemon log: {daemon.log_tail(800)})")
+    records = accepted_records(instance_env)
+    correct, total, wrong = check_values(records, truth, sorted(truth))
+    inside = runs_span(instance_env, key)
+    notes = [f"$ scrape-contracts --contracts-dir DIR run {CONTRACT_NAME} --idempotency-key {key} --wait",
+             f"  {launched} run(s) launched; " + (f"{inside:.1f}s inside the runs (first start → last end)"
+                                                   if inside else "no run times recorded")
+             + f"; largest run process {sampler.largest_kb / 1024:.0f} MB",
+             *(f"  | {line}" for line in shown), *(f"  wrong: {w}" for w in wrong)]
+    return Row(label, len(truth), seconds, peak_kb / 1024 if peak_kb else None, correct, total, notes)
+
+
+def accepted_records(instance_env: InstanceEnv) -> dict[str, dict[str, Any]]:
+    from scrape_contracts.adapters.store import ProjectStore
+
+    return {v.partition: dict(v.record) for v in ProjectStore(instance_env.db_url).latest_accepted_all(CONTRACT_NAME)}
+
+
+def runs_span(instance_env: InstanceEnv, key: str) -> float | None:
+    import dagster as dg
+
+    instance = instance_env.dagster_instance()
+    try:
+        records = instance.get_run_records(dg.RunsFilter(tags={"scrape_contracts/idempotency_key": key}))
+    finally:
+        instance.dispose()
+    starts = [r.start_time for r in records if r.start_time]
+    ends = [r.end_time for r in records if r.end_time]
+    return max(ends) - min(starts) if starts and ends else None
+
+
+# ----------------------------------------------------------------------------------- the contract
+
+
+def batch_knobs(concurrency: int | None, batch_size: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(fetch settings, contract settings) for the batch path, used only if the contract model has them."""
+    from scrape_contracts.contract.model import Contract, FetchSettings
+
+    fetch = {"concurrency": concurrency} if concurrency and "concurrency" in FetchSettings.model_fields else {}
+    top = {"batch_size": batch_size} if batch_size and "batch_size" in Contract.model_fields else {}
+    return fetch, top
+
+
+def write_contract(contracts_dir: Path, site: sitegen.Site, base_url: str, fetch_knobs: dict[str, Any],
+                   top_knobs: dict[str, Any]) -> Path:
+    lines = [f"name: {CONTRACT_NAME}", "description: generated product pages served on 127.0.0.1 (benchmark)",
+             "targets:"]
+    for key, product in site.products.items():
+        lines += [f"  - url: {json.dumps(base_url + product.path)}", f"    key: {key}",
+                  f"    expected: {{sku: {json.dumps(product.facts['sku'])}}}"]
+    lines += ["fetch:", "  adapter: http", "  timeout_s: 10", "  allow_private_addresses: true   # 127.0.0.1"]
+    lines += [f"  {k}: {v}" for k, v in fetch_knobs.items()]
+    lines += [f"{k}: {v}" for k, v in top_knobs.items()]
+    lines.append("fields:")
+    for name, spec in FIELDS.items():
+        lines.append(f"  {name}:")
+        lines.append(f"    selector: {json.dumps(spec['selector'])}")
+        if "type" in spec:
+            lines.append(f"    type: {spec['type']}")
+        if "rules" in spec:
+            lines.append(f"    rules: {json.dumps(spec['rules'])}")
+    contracts_dir.mkdir(parents=True, exist_ok=True)
+    path = contracts_dir / f"{CONTRACT_NAME}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# ------------------------------------------------------------------------------------------ the run
+
+
+def sample_keys(keys: list[str], n: int) -> list[str]:
+    if n >= len(keys):
+        return list(keys)
+    step = len(keys) / n
+    return [keys[int(i * step)] for i in range(n)]
+
+
+def measure_raw(site: sitegen.Site, base_url: str, workdir: Path) -> Row:
+    targets = [(k, base_url + p.path, p.facts["sku"]) for k, p in site.products.items()]
+    result = run_worker("raw", {"targets": targets}, dict(os.environ), workdir)
+    truth = site.truth()
+    correct, total, wrong = check_values(result["records"], truth, sorted(truth))
+    notes = [f"  refused by validation: {k}: {v}" for k, v in list(result["problems"].items())[:3]]
+    return Row("(a) raw httpx+lxml", len(targets), result["seconds"], result["peak_rss_kb"] / 1024, correct, total,
+               notes + [f"  wrong: {w}" for w in wrong])
+
+
+def measure_single(instance_env: InstanceEnv, contracts_dir: Path, keys: list[str], truth: dict[str, Any],
+                   workdir: Path) -> Row:
+    spec = {"contracts_dir": str(contracts_dir), "contract": CONTRACT_NAME, "keys": keys}
+    result = run_worker("partitions", spec, instance_env.env, workdir)
+    correct, total, wrong = check_values(accepted_records(instance_env), truth, keys)
+    notes = [f"  {len(result['failed'])} run(s) failed: {result['failed'][:5]}"] if result["failed"] else []
+    return Row(f"(d) single-partition runs ({instance_env.label})", len(keys), result["seconds"],
+               result["peak_rss_kb"] / 1024, correct, total, notes + [f"  wrong: {w}" for w in wrong])
+
+
+def batched_rows(instance_env: InstanceEnv, site: sitegen.Site, contracts_dir: Path, workdir: Path, seed: int,
+                 round_no: int, timeout: float) -> list[Row]:
+    """(b) a first sweep, then mutate a few pages, then (c) a second sweep, under one daemon."""
+    rows = []
+    with Daemon(instance_env, workdir) as daemon:
+        tag = uuid.uuid4().hex[:8]
+        rows.append(batched_sweep(f"(b) batched, first sweep ({instance_env.label})", instance_env, daemon,
+                                  contracts_dir, f"bench-{tag}-1", site.truth(), timeout))
+        changed, touched = sitegen.mutate_site(site, seed, round_no)
+        row = batched_sweep(f"(c) batched, second sweep ({instance_env.label})", instance_env, daemon,
+                            contracts_dir, f"bench-{tag}-2", site.truth(), timeout)
+        row.notes.insert(1, f"  before it: {len(changed)} page(s) changed, {len(touched)} rewritten with the "
+                            f"same bytes, {len(site.products) - len(changed) - len(touched)} untouched")
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    raw = next((r for r in rows if r.path.startswith("(a)")), None)
+    header = f"{'path':<42} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x_raw':>6} {'peak_rss_MB':>11}  correct"
+    print("\n" + header + "\n" + "-" * len(header))
+    for r in rows:
+        x_raw = f"{r.rate / raw.rate:.3f}" if raw and raw.rate else "-"
+        rss = f"{r.peak_rss_mb:.0f}" if r.peak_rss_mb else "-"
+        print(f"{r.path:<42} {r.pages:>6} {r.seconds:>8.2f} {r.rate:>8.1f} {x_raw:>6} {rss:>11}  "
+              f"{r.correct}/{r.total}")
+    all_ok = all(r.correct == r.total for r in rows)
+    print(f"\n{'every extracted value correct' if all_ok else 'SOME VALUES WRONG OR MISSING'} "
+          f"({sum(r.correct for r in rows)}/{sum(r.total for r in rows)} values across {len(rows)} paths)")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pages", type=int, default=2000, help="product pages to generate (default 2000)")
+    parser.add_argument("--sample", type=int, default=20, help="targets for the single-partition path (d)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--server", choices=["auto", "nginx", "python"], default="auto")
+    pg = parser.add_mutually_exclusive_group()
+    pg.add_argument("--postgres", action="store_true", help="require the PostgreSQL pass (default: when reachable)")
+    pg.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--paths", default="raw,single,batch",
+                        help="comma-separated subset of raw,single,batch (default: all)")
+    parser.add_argument("--concurrency", type=int, default=8,
+                        help="fetch.concurrency (per host) for the batch path, if the contract model has it")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="batch_size for the batch path, if the contract model has it (default: the project's)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (site, homes, logs)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    paths = set(args.paths.split(","))
+    workdir = Path(tempfile.mkdtemp(prefix="sc-throughput-"))
+    # SIGTERM unwinds like Ctrl-C, so the daemon, server and database are cleaned up on the way out
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    rows: list[Row] = []
+    try:
+        started = time.perf_counter()
+        site = sitegen.generate_site(workdir / "site", args.pages, args.seed)
+        sizes = [(site.root / p.path.lstrip("/")).stat().st_size for p in site.products.values()]
+        print(f"site: {len(sizes)} pages, {sum(sizes) / 1e6:.1f} MB, {min(sizes) / 1e3:.0f}–{max(sizes) / 1e3:.0f} KB "
+              f"(mean {sum(sizes) / len(sizes) / 1e3:.0f}), {len(sitegen.PRICE_FORMATS)} price formats, "
+              f"generated in {time.perf_counter() - started:.1f}s (seed {args.seed})")
+        with sitegen.SiteServer(site.root, args.server) as server:
+            print(f"server: {server.kind} ({server.version}) on {server.base_url}, pid {server.pid}")
+            fetch_knobs, top_knobs = batch_knobs(args.concurrency, args.batch_size)
+            contracts_dir = workdir / "contracts"
+            write_contract(contracts_dir, site, server.base_url, fetch_knobs, top_knobs)
+            print(f"contract: {contracts_dir / (CONTRACT_NAME + '.yaml')} "
+                  f"(batch settings: {({**fetch_knobs, **top_knobs}) or 'none in the contract model yet'})")
+            rows += run_paths(args, paths, site, server.base_url, contracts_dir, workdir)
+        print_table(rows)
+        for r in rows:
+            if r.notes:
+                print(f"\n{r.path}:")
+                print("\n".join(r.notes))
+        if args.json:
+            args.json.write_text(json.dumps([{**r.__dict__, "pages_per_s": r.rate} for r in rows], indent=1))
+        return 0 if rows and all(r.correct == r.total for r in rows) else 1
+    finally:
+        if args.keep:
+            print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_paths(args: argparse.Namespace, paths: set[str], site: sitegen.Site, base_url: str, contracts_dir: Path,
+              workdir: Path) -> list[Row]:
+    rows = []
+    timeout = max(900.0, args.pages * 1.5)
+    if "raw" in paths:
+        rows.append(_announce(measure_raw(site, base_url, workdir)))
+    sqlite = sqlite_instance(workdir, contracts_dir)
+    if "single" in paths:
+        keys = sample_keys(sorted(site.products), args.sample)
+        rows.append(_announce(measure_single(sqlite, contracts_dir, keys, site.truth(), workdir)))
+    if "batch" not in paths:
+        return rows
+    if not batch_cli_available():
+        print("batched path (b)/(c): skipped: `scrape-contracts run` has no --wait yet")
+        return rows
+    for row in batched_rows(sqlite, site, contracts_dir, workdir, args.seed, 1, timeout):
+        rows.append(_announce(row))
+    if args.skip_postgres:
+        return rows
+    if not postgres_reachable():
+        if args.postgres:
+            raise SystemExit(f"--postgres: PostgreSQL is not reachable at {PG_ADMIN_URL}")
+        print(f"postgres pass: skipped: not reachable at {PG_ADMIN_URL}")
+        return rows
+    with postgres_instance(workdir, contracts_dir) as pg:
+        for row in batched_rows(pg, site, contracts_dir, workdir, args.seed, 2, timeout):
+            rows.append(_announce(row))
+    return rows
+
+
+def _announce(row: Row) -> Row:
+    print(f"measured {row.path}: {row.pages} pages in {row.seconds:.2f}s = {row.rate:.1f} pages/s, "
+          f"{row.correct}/{row.total} values correct", flush=True)
+    return row
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] in ("_raw", "_partitions"):
+        worker = raw_worker if sys.argv[1] == "_raw" else partitions_worker
+        Path(sys.argv[3]).write_text(json.dumps(worker(json.loads(Path(sys.argv[2]).read_text()))))
+        sys.exit(0)
+    sys.exit(main())

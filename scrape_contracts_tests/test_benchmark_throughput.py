@@ -1,0 +1,84 @@
+"""benchmarks/throughput.py and its site generator: the site is what it claims, the script measures and checks.
+
+The full benchmark (``python benchmarks/throughput.py --pages 2000``) is run by hand; here it runs with a
+tiny N and every path that is available, and must print its figures and find every value correct.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import sitegen  # noqa: E402
+import throughput  # noqa: E402
+
+
+def test_site_is_deterministic_sized_and_holds_decoys(tmp_path: Path) -> None:
+    first = sitegen.generate_site(tmp_path / "a", 30, seed=3)
+    second = sitegen.generate_site(tmp_path / "b", 30, seed=3)
+    formats = set()
+    for key, product in first.products.items():
+        page = (first.root / product.path.lstrip("/")).read_bytes()
+        assert page == (second.root / second.products[key].path.lstrip("/")).read_bytes()
+        assert sitegen.MIN_BYTES <= len(page) <= sitegen.MAX_BYTES
+        text = page.decode()
+        assert text.count('class="price__now"') >= 5  # the price plus related-product decoys
+        assert text.count('itemprop="sku"') >= 5
+        formats.add(product.price_format)
+    assert set(first.truth()["p00001"]) == set(sitegen.FIELDS)
+    assert len(formats) >= 5
+
+
+@pytest.mark.parametrize("amount, fmt", [(1299.0, "usd"), (1299.0, "eur_de"), (12.5, "gbp"), (45.0, "usd_code"),
+                                          (12.5, "eur_code"), (1299.0, "eur_fr"), (1299.0, "chf")])
+def test_raw_baseline_reads_every_price_format(amount: float, fmt: str) -> None:
+    assert throughput.parse_price(sitegen.render_price(amount, fmt)) == amount
+
+
+@pytest.mark.parametrize("kind", ["python", "nginx"])
+def test_server_answers_304_on_either_validator_and_sees_changes(tmp_path: Path, kind: str) -> None:
+    if kind == "nginx" and sitegen.nginx_binary() is None:
+        pytest.skip("nginx is not installed (apt-get install -y nginx-light)")
+    site = sitegen.generate_site(tmp_path / "site", 10, seed=1)
+    with sitegen.SiteServer(site.root, kind) as server, httpx.Client() as client:
+        assert server.kind == kind and server.base_url.startswith("http://127.0.0.1:")
+        url = server.base_url + site.products["p00002"].path
+        first = client.get(url)
+        assert first.status_code == 200 and first.headers["etag"] and first.headers["last-modified"]
+        assert client.get(url, headers={"If-None-Match": first.headers["etag"]}).status_code == 304
+        assert client.get(url, headers={"If-Modified-Since": first.headers["last-modified"]}).status_code == 304
+        changed, touched = sitegen.mutate_site(site, seed=1, round_no=1, changed=0.2, touched=0.2)
+        for key in changed + touched:
+            path = site.products[key].path
+            again = client.get(server.base_url + path, headers={"If-None-Match": first.headers["etag"]})
+            assert again.status_code == 200
+        pid = server.pid
+    assert not Path(f"/proc/{pid}").exists()  # stopped and reaped
+
+
+def test_benchmark_runs_small_and_every_value_is_correct(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "benchmarks/throughput.py", "--pages", "40", "--sample", "3", "--skip-postgres",
+         "--json", str(tmp_path / "figures.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=240, check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert re.search(r"^server: (nginx|python) ", done.stdout, re.M), out
+    assert "every extracted value correct" in done.stdout, out
+    rows = re.findall(r"^(\(\w\) [^\n]*?)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+|-)\s+(\d+|-)\s+(\d+)/(\d+)$",
+                      done.stdout, re.M)
+    paths = {row[0].strip()[:3] for row in rows}
+    assert {"(a)", "(d)"} <= paths, out
+    if throughput.batch_cli_available():
+        assert {"(b)", "(c)"} <= paths, out
+    for path, pages, _seconds, rate, _x_raw, _rss, correct, total in rows:
+        assert float(rate) > 0, path
+        assert correct == total == str(int(pages) * len(throughput.FIELDS)), path

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import sys
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -149,48 +148,126 @@ def cmd_selectors(args: argparse.Namespace) -> int:
 
 def idempotent_run_id(contract: str, partition: str, key: str) -> str:
     """The same contract, target and key always give the same run id: Dagster refuses a second run with it."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"scrape-contracts:{contract}:{partition}:{key}"))
+    from scrape_contracts.launch import idempotent_run_id as run_id_for
+
+    return run_id_for(contract, partition, key)
+
+
+def batch_run_id(contract: str, index: int, count: int, key: str) -> str:
+    from scrape_contracts.launch import idempotent_run_id as run_id_for
+
+    return run_id_for(contract, f"batch-{index}-of-{count}", key)
+
+
+def _run_specs(loaded, keys: list[str], args: argparse.Namespace) -> list:  # -> list[RunSpec]
+    from scrape_contracts.defs.batch import BATCH_TAG, batch_job_name
+    from scrape_contracts.defs.jobs import TARGET_TAG, scrape_job_name
+    from scrape_contracts.launch import RunSpec, chunks
+
+    name = loaded.contract.name
+    tags = {"scrape_contracts/idempotency_key": args.idempotency_key, "scrape_contracts/trigger": "cli",
+            "scrape_contracts/contract": name}
+    if args.partition:
+        key = args.partition
+        return [RunSpec(scrape_job_name(name), idempotent_run_id(name, key, args.idempotency_key),
+                        {**tags, "dagster/partition": key, TARGET_TAG: f"{name}/{key}"}, label=f"{name}/{key}")]
+    groups = chunks(keys, loaded.contract.batch_size)
+    return [RunSpec(batch_job_name(name), batch_run_id(name, i, len(groups), args.idempotency_key),
+                    {**tags, BATCH_TAG: f"{name}/{i}-of-{len(groups)}"},
+                    {"ops": {f"{name}_scrape_batch": {"config": {"partitions": group}}}},
+                    label=f"{name} batch {i}/{len(groups)} ({len(group)} targets)")
+            for i, group in enumerate(groups, start=1)]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import subprocess
+    import dagster as dg
 
-    from scrape_contracts.defs.jobs import scrape_job_name
+    from scrape_contracts import launch
     from scrape_contracts.defs.partitions import partitions_for
 
     loaded = _contract(args, args.contract)
     contract = loaded.contract
     instance = _instance()
+    if args.contracts_dir:
+        # the code server that the launch starts reads the contracts from here
+        os.environ["SCRAPE_CONTRACTS_DIR"] = str(Path(args.contracts_dir).resolve())
+    keys: list[str] = []
     if args.partition:
-        keys = [args.partition]
+        known = partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
+        if args.partition not in known:
+            print(f"error: {contract.name!r} has no target {args.partition!r}; "
+                  f"see `scrape-contracts targets list {contract.name}`", file=sys.stderr)
+            return 2
     else:
         paused = _store().paused_partitions(contract.name)
-        keys = [k for k in partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
-                if k not in paused]
-    env = dict(os.environ)
-    if args.contracts_dir:
-        env["SCRAPE_CONTRACTS_DIR"] = str(Path(args.contracts_dir).resolve())
-    status = 0
-    for key in keys:
-        run_id = idempotent_run_id(contract.name, key, args.idempotency_key)
-        existing = instance.get_run_by_id(run_id)
-        if existing is not None:
-            print(f"{contract.name}/{key}: already launched with this key: run {run_id} ({existing.status.value})")
-            continue
-        tags = {"dagster/partition": key, "scrape_contracts/idempotency_key": args.idempotency_key}
-        # `dagster job launch` goes through the instance's run coordinator (queued in production)
-        done = subprocess.run(
-            [str(Path(sys.executable).parent / "dagster"), "job", "launch", "-w", args.workspace,
-             "-j", scrape_job_name(contract.name), "--run-id", run_id, "--tags", json.dumps(tags)],
-            env=env, capture_output=True, text=True, check=False,
-        )
-        launched = instance.get_run_by_id(run_id)
-        if launched is None:
-            print(f"error: {contract.name}/{key}: launch failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
-            status = 1
-            continue
-        print(f"{contract.name}/{key}: launched run {run_id} ({launched.status.value})")
-    return status
+        all_keys = partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
+        keys = [k for k in all_keys if k not in paused]
+        for key in sorted(set(all_keys) & set(paused)):
+            print(f"{contract.name}/{key}: skipped, paused ({paused[key]})")
+        if not keys:
+            print(f"nothing to scrape: {contract.name!r} has no target that is not paused")
+            return 0
+
+    def report(spec, run, launched_now: bool) -> None:
+        if launched_now:
+            print(f"{spec.label}: launched run {run.run_id} ({run.status.value})")
+        else:
+            print(f"{spec.label}: already launched with this key: run {run.run_id} ({run.status.value})")
+
+    specs = _run_specs(loaded, keys, args)
+    runs = launch.launch(instance, args.workspace, specs, report)
+    if any(r.status == dg.DagsterRunStatus.QUEUED for r in runs) and not launch.daemon_running(instance):
+        print(_DAEMON_HINT)
+    if not args.wait:
+        return 0
+    finished = launch.wait(instance, [r.run_id for r in runs], on_stuck=lambda: print(_DAEMON_HINT))
+    return _print_summary(contract.name, finished)
+
+
+_DAEMON_HINT = ("note: runs are queued and no dagster-daemon is running to start them: run `dagster-daemon run` "
+                "(or `dagster dev`) with the same DAGSTER_HOME")
+
+
+def _print_summary(contract: str, runs: list) -> int:
+    from collections import Counter
+
+    import dagster as dg
+
+    store = _store()
+    outcomes: Counter[str] = Counter()
+    failures = []
+    for run in runs:
+        for candidate in store.candidates_of_run(run.run_id):
+            outcomes[candidate.status if candidate.status != "pending" else candidate.outcome] += 1
+            if candidate.status in ("rejected", "quarantined"):
+                reasons = "; ".join(v["message"] for v in (candidate.details or {}).get("violations", []))
+                failures.append(f"{candidate.partition}: {candidate.status}: {reasons}")
+    events = _batch_summaries(contract, [r.run_id for r in runs])
+    for summary in events:
+        for failure in summary.get("failures", []):
+            outcomes["failed"] += 1
+            failures.append(f"{failure['partition']}: fetch failed: {failure['reason']}")
+    records = [_instance().get_run_record_by_id(r.run_id) for r in runs]
+    starts = [r.start_time for r in records if r and r.start_time]
+    ends = [r.end_time for r in records if r and r.end_time]
+    total = sum(outcomes.values())
+    seconds = (max(ends) - min(starts)) if starts and ends else 0.0
+    rate = f", {total / seconds:.1f} targets/s over {seconds:.1f}s of runs" if seconds > 0 else ""
+    print(f"{contract}: {total} target(s){rate}: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
+    for line in failures[:50]:
+        print(f"  {line}")
+    if len(failures) > 50:
+        print(f"  ... and {len(failures) - 50} more (see `scrape-contracts events {contract}`)")
+    bad = [r for r in runs if r.status != dg.DagsterRunStatus.SUCCESS]
+    for run in bad:
+        print(f"run {run.run_id} ended {run.status.value}: see it in the Dagster UI (Runs) for the failed step")
+    return 1 if bad else 0
+
+
+def _batch_summaries(contract: str, run_ids: list[str]) -> list[dict]:
+    from scrape_contracts.events import batch_summaries
+
+    return batch_summaries(_instance(), contract, run_ids)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -250,10 +327,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_targets_list)
     p = sub.add_parser("run", help="launch scrape runs through the instance's run coordinator, idempotently")
     p.add_argument("contract")
-    p.add_argument("--partition", default=None, help="one target (default: every target that is not paused)")
+    p.add_argument("--partition", default=None,
+                   help="one target, as one run (default: every target that is not paused, as batched runs of "
+                        "the contract's batch_size)")
     p.add_argument("--idempotency-key", required=True,
                    help="the same key again launches nothing and prints the existing run")
     p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.add_argument("--wait", action="store_true",
+                   help="wait for the runs to finish and print a summary (targets per outcome, failures, rate)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("review", help="accept or reject the quarantined candidate of a target")

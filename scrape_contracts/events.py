@@ -45,6 +45,9 @@ def _summary(stage: str, data: dict[str, Any]) -> str:
 
     if stage == "fetched":
         return f"{data.get('status')} {data.get('url')} ({data.get('bytes')} bytes, {data.get('elapsed_s')}s)"
+    if stage == "batch_summary":
+        return (f"{data.get('targets')} targets in {data.get('seconds')}s ({data.get('pages_per_second')}/s): "
+                f"{short(data.get('outcomes'))}")
     if stage == "check_failed":
         return f"{data.get('check')} FAILED: {data.get('message')}"
     if stage == "violation_found":
@@ -57,24 +60,72 @@ def _summary(stage: str, data: dict[str, Any]) -> str:
     return " ".join(f"{k}={short(data[k])}" for k in keys if k in data) or short(data)
 
 
+def _expand(record_id: int, timestamp: float, run_id: str, partition: str | None, stage: str,
+            data: dict[str, Any]) -> list[TrailEvent]:
+    """A batched run records a target's stages inside one event: one trail line per stage, in order."""
+    stages = data.pop("stages", None)
+    if not isinstance(stages, list):
+        return [TrailEvent(record_id, timestamp, run_id, partition, stage, _summary(stage, data), data)]
+    lines = []
+    for item in stages:
+        item = dict(item)
+        name = str(item.pop("stage", "observed"))
+        lines.append(TrailEvent(record_id, timestamp, run_id, partition, name, _summary(name, item), item))
+    if not stages or stages[-1].get("stage") != stage:
+        lines.append(TrailEvent(record_id, timestamp, run_id, partition, stage, _summary(stage, data), data))
+    return lines
+
+
+def _unchanged_lines(record: Any, data: dict[str, Any], partition: str | None) -> list[TrailEvent]:
+    """Unchanged targets of a batch are listed in its summary, not recorded one by one."""
+    keys = [k for k in data.get("unchanged") or [] if partition is None or k == partition]
+    return [TrailEvent(record.storage_id, record.timestamp, record.run_id, key, "unchanged",
+                       "page unchanged since the last accepted version", {}) for key in keys]
+
+
 def read_trail(instance: dg.DagsterInstance, contract: str, *, partition: str | None = None, after: int = 0,
                limit: int = 100) -> tuple[list[TrailEvent], int]:
-    """Events of ``contract`` with storage id > ``after``, oldest first; returns (events, next cursor)."""
+    """Events of ``contract`` with storage id > ``after``, oldest first; returns (events, next cursor).
+
+    ``limit`` counts stored events; one event of a batched run can expand to several lines, and a page
+    never ends in the middle of one, so the cursor resumes exactly after the last line shown.
+    """
     partitions = [partition] if partition else None
-    events: list[TrailEvent] = []
+    groups: dict[int, list[TrailEvent]] = {}
     for key in (candidate_key(contract), accepted_key(contract)):
         records_filter = dg.AssetRecordsFilter(asset_key=key, asset_partitions=partitions, after_storage_id=after)
         for record in instance.fetch_observations(records_filter, limit=limit, ascending=True).records:
             data = _plain(record.asset_observation.metadata)
             stage = str(data.pop("stage", "observed"))
-            events.append(TrailEvent(record.storage_id, record.timestamp, record.run_id,
-                                     record.asset_observation.partition, stage, _summary(stage, data), data))
+            groups[record.storage_id] = _expand(record.storage_id, record.timestamp, record.run_id,
+                                                record.asset_observation.partition, stage, data)
         for record in instance.fetch_materializations(records_filter, limit=limit, ascending=True).records:
             data = _plain(record.asset_materialization.metadata)
             stage = "accepted" if key == accepted_key(contract) else "candidate_stored"
             data.pop("stage", None)
-            events.append(TrailEvent(record.storage_id, record.timestamp, record.run_id,
-                                     record.asset_materialization.partition, stage, _summary(stage, data), data))
-    events.sort(key=lambda e: e.storage_id)
-    events = events[:limit]
-    return events, (events[-1].storage_id if events else after)
+            groups[record.storage_id] = _expand(record.storage_id, record.timestamp, record.run_id,
+                                                record.asset_materialization.partition, stage, data)
+    if partition:
+        # batch summaries carry no partition; they list the targets that were unchanged
+        summaries = dg.AssetRecordsFilter(asset_key=candidate_key(contract), after_storage_id=after)
+        for record in instance.fetch_observations(summaries, limit=limit, ascending=True).records:
+            data = _plain(record.asset_observation.metadata)
+            if data.get("stage") == "batch_summary" and partition in (data.get("unchanged") or []):
+                groups[record.storage_id] = _unchanged_lines(record, data, partition)
+    ids = sorted(groups)[:limit]
+    events = [line for storage_id in ids for line in groups[storage_id]]
+    return events, (ids[-1] if ids else after)
+
+
+def batch_summaries(instance: dg.DagsterInstance, contract: str, run_ids: list[str]) -> list[dict[str, Any]]:
+    """The summary each batched run recorded (outcomes, unchanged, failures, skipped)."""
+    found = []
+    for run_id in run_ids:
+        for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION):
+            observation = entry.asset_observation
+            if observation is None or observation.asset_key != candidate_key(contract) or observation.partition:
+                continue
+            data = _plain(observation.metadata)
+            if data.get("stage") == "batch_summary":
+                found.append(data)
+    return found

@@ -18,3 +18,31 @@ def db_url() -> str:
 
 def artifacts_dir() -> Path:
     return Path(os.environ.get("SCRAPE_CONTRACTS_ARTIFACTS_DIR") or dagster_home() / "artifacts")
+
+
+def max_connections() -> int:
+    """Batched runs: requests in flight at once over all hosts (``fetch.concurrency`` limits each host)."""
+    return _positive_int("SCRAPE_CONTRACTS_MAX_CONNECTIONS", 32)
+
+
+def parse_workers() -> int:
+    """Batched runs: processes that parse pages (0 parses in a thread of the run's own process)."""
+    return _positive_int("SCRAPE_CONTRACTS_PARSE_WORKERS", os.cpu_count() or 1, allow_zero=True)
+
+
+def event_batch_size() -> int:
+    """Materialisations per event-log write in batched runs (Dagster's ``DAGSTER_EVENT_BATCH_SIZE``)."""
+    return _positive_int("DAGSTER_EVENT_BATCH_SIZE", 100)
+
+
+def _positive_int(name: str, default: int, *, allow_zero: bool = False) -> int:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a whole number; unset it or set e.g. {name}={default}") from None
+    if value < (0 if allow_zero else 1):
+        raise ValueError(f"{name}={raw!r} must be {'0 or more' if allow_zero else '1 or more'}")
+    return value

@@ -338,6 +338,12 @@ class ProjectStore:
             row = conn.execute(query.order_by(candidates.c.id.desc()).limit(1)).first()
         return _candidate(row) if row else None
 
+    def candidates_of_run(self, run_id: str) -> list[Candidate]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(candidates).where(candidates.c.run_id == run_id)
+                                .order_by(candidates.c.id)).all()
+        return [_candidate(r) for r in rows]
+
     def set_candidate_status(self, candidate_id: int, status: str) -> None:
         with self._tx() as conn:
             conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status=status))

@@ -153,6 +153,10 @@ class FetchSettings(_Strict):
     allow_private_addresses: bool = Field(
         False, description="Allow loopback/private/link-local targets (tests and intranet scrapes only)."
     )
+    concurrency: int = Field(
+        4, ge=1, le=64,
+        description="Batched runs: requests in flight at once per host (politeness; raise it for your own sites).",
+    )
 
     @model_validator(mode="after")
     def _fixture_dir_for_fixture(self) -> FetchSettings:
@@ -203,6 +207,10 @@ class Contract(_Strict):
     )
     schedule: Schedule | None = None
     healing: Healing = Field(default_factory=Healing)
+    batch_size: int = Field(
+        500, ge=1, le=10_000,
+        description="Targets per batched run: `scrape-contracts run` and the schedule launch one run per batch.",
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -9,6 +9,7 @@ import dagster as dg
 
 from scrape_contracts.contract.loader import LoadResult, load_contracts
 from scrape_contracts.defs.assets import build_contract_assets
+from scrape_contracts.defs.batch import build_batch_job
 from scrape_contracts.defs.checks import build_contract_checks
 from scrape_contracts.defs.jobs import build_scrape_job
 from scrape_contracts.defs.resources import default_resources
@@ -34,7 +35,7 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
         built = build_contract_assets(item)
         assets += [built.candidate, built.accepted]
         checks += build_contract_checks(item)
-        jobs.append(build_scrape_job(item.contract))
+        jobs += [build_scrape_job(item.contract), build_batch_job(item)]
         schedule = build_schedule(item)
         if schedule is not None:
             schedules.append(schedule)

@@ -8,6 +8,10 @@ from scrape_contracts.contract.model import Contract
 from scrape_contracts.defs.assets import accepted_key, candidate_key
 
 
+# "<contract>/<target>": the production queue runs one run per value at a time (deploy/dagster.postgres.yaml)
+TARGET_TAG = "scrape_contracts/target"
+
+
 def scrape_job_name(contract: str) -> str:
     return f"scrape_{contract}_job"
 

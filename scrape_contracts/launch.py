@@ -1,0 +1,107 @@
+"""Launch runs through the instance's run coordinator, idempotently, and wait for them.
+
+One workspace load for all the runs of a command (``dagster job launch`` loads it once per run, which is
+seconds each). A run's id is derived from the idempotency key, so launching the same thing again finds
+the run that exists instead of adding one.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+
+TERMINAL = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    job_name: str
+    run_id: str
+    tags: dict[str, str]
+    run_config: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+
+def idempotent_run_id(*parts: str) -> str:
+    """The same parts always give the same run id: Dagster refuses a second run with it."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "scrape-contracts:" + ":".join(parts)))
+
+
+def chunks(keys: Sequence[str], size: int) -> list[list[str]]:
+    ordered = sorted(keys)
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+
+
+@contextmanager
+def _workspace(instance: dg.DagsterInstance, workspace_file: str) -> Iterator[Any]:
+    # private in 1.13 (pinned): what `dagster job launch` does, once for every run we submit
+    from dagster import __version__
+    from dagster._cli.workspace.cli_target import WorkspaceOpts, get_workspace_from_cli_opts
+
+    with get_workspace_from_cli_opts(instance, version=__version__,
+                                     workspace_opts=WorkspaceOpts(workspace=(workspace_file,))) as workspace:
+        yield workspace
+
+
+def launch(instance: dg.DagsterInstance, workspace_file: str, specs: Sequence[RunSpec],
+           report: Callable[[RunSpec, dg.DagsterRun, bool], None]) -> list[dg.DagsterRun]:
+    """Submit every spec whose run id is new; ``report(spec, run, launched_now)`` for each."""
+    from dagster._cli.job import _create_run
+    from dagster._cli.workspace.cli_target import (
+        get_code_location_from_workspace, get_remote_job_from_remote_repo, get_remote_repository_from_code_location,
+    )
+
+    runs = []
+    new = []
+    for spec in specs:
+        existing = instance.get_run_by_id(spec.run_id)
+        if existing is not None:
+            report(spec, existing, False)
+            runs.append(existing)
+        else:
+            new.append(spec)
+    if not new:
+        return runs
+    with _workspace(instance, workspace_file) as workspace:
+        location = get_code_location_from_workspace(workspace, None)
+        repo = get_remote_repository_from_code_location(location, None)
+        for spec in new:
+            remote_job = get_remote_job_from_remote_repo(repo, spec.job_name)
+            run = _create_run(instance=instance, code_location=location, remote_repo=repo, remote_job=remote_job,
+                              run_config=spec.run_config, tags=spec.tags, op_selection=None, run_id=spec.run_id)
+            submitted = instance.submit_run(run.run_id, workspace)
+            report(spec, submitted, True)
+            runs.append(submitted)
+    return runs
+
+
+def daemon_running(instance: dg.DagsterInstance, within_seconds: float = 120) -> bool:
+    """Whether a dagster-daemon has sent a heartbeat recently (queued runs need one to start)."""
+    heartbeats = instance.get_daemon_heartbeats()
+    now = time.time()
+    return any(now - hb.timestamp < within_seconds for hb in heartbeats.values())
+
+
+def wait(instance: dg.DagsterInstance, run_ids: Sequence[str], *, poll_seconds: float = 1.0,
+         on_stuck: Callable[[], None] | None = None, stuck_after: float = 30.0,
+         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
+         ) -> list[dg.DagsterRun]:
+    """Block until every run is finished; ``on_stuck`` once if they stay queued with no daemon."""
+    started = clock()
+    warned = False
+    while True:
+        runs = [instance.get_run_by_id(run_id) for run_id in run_ids]
+        if all(r is not None and r.status in TERMINAL for r in runs):
+            return [r for r in runs if r is not None]
+        queued = all(r is not None and r.status == dg.DagsterRunStatus.QUEUED for r in runs)
+        if not warned and on_stuck is not None and queued and clock() - started > stuck_after \
+                and not daemon_running(instance):
+            on_stuck()
+            warned = True
+        sleep(poll_seconds)

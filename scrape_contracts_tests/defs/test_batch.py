@@ -1,0 +1,259 @@
+"""Batched runs: many targets in one run, each with the outcome a single-target run would give it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from scrape_contracts.defs.batch import batch_job_name
+from scrape_contracts.events import read_trail
+from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.fixture_site import Response
+
+REPO = Path(__file__).resolve().parents[2]
+KEYS = [f"p{i:02d}" for i in range(50)]
+# one of every kind of target, plus two plain ones: the single-target path runs these for comparison
+SAMPLE = ["p00", "p10", "p11", "p12", "p13", "p14", "p20", "p21"]
+
+
+def run_batch(harness: Harness, contract: str, partitions: list[str] | None = None,
+              defs: dg.Definitions | None = None) -> dg.ExecuteInProcessResult:
+    config = {"partitions": partitions or []}
+    job = (defs or harness.definitions()).resolve_job_def(batch_job_name(contract))
+    return job.execute_in_process(run_config={"ops": {f"{contract}_scrape_batch": {"config": config}}},
+                                  instance=harness.instance, raise_on_error=False)
+
+
+def _price(i: int) -> float:
+    return 10.0 + i
+
+
+def _serve_first_sweep(site: Any) -> None:
+    for i, key in enumerate(KEYS):
+        site.set_page(f"/p/{key}", product_page(f"Book {i}", f"BK-{i}", f"${_price(i):.2f}"))
+
+
+def _serve_second_sweep(site: Any) -> None:
+    # one redesigned page heals the contract's selectors; every other page is byte-for-byte unchanged
+    site.set_page("/p/p00", product_page("Book 0", "BK-0", "$10.00", layout="renamed"))
+
+
+def _serve_third_sweep(site: Any) -> None:
+    # the redesign reaches more pages: the healed selectors read them
+    site.set_page("/p/p10", product_page("Book 10", "BK-10", "$24.00", layout="renamed"))  # +20%: a new version
+    site.set_page("/p/p11", product_page("Book 11", "BK-11", "$63.00", layout="renamed"))  # +200%: for review
+    site.set_page("/p/p12", product_page("Book 12", layout="gone"))  # facts gone: the healer refuses, rejected
+    site.set_handler("/p/p13", lambda _request: Response(-1))  # never answers: times out
+    site.set_page("/p/p14", "gone", status=404)
+
+
+def _write_contracts(harness: Harness, site: Any) -> None:
+    urls = {key: site.url(f"/p/{key}") for key in KEYS}
+    for name, targets in (("batched", urls), ("single", {k: urls[k] for k in SAMPLE})):
+        path = harness.write_product_contract(name, targets)
+        # the target that never answers costs its timeout (and, on the single path, its retries)
+        path.write_text(path.read_text().replace("timeout_s: 5", "timeout_s: 1"))
+
+
+def _outcomes(harness: Harness, contract: str, run_ids: set[str]) -> dict[str, str]:
+    found = {}
+    for key in KEYS:
+        candidate = harness.store.latest_candidate(contract, key)
+        if candidate is not None and candidate.run_id in run_ids:
+            found[key] = candidate.outcome
+    return found
+
+
+def _graphql(harness: Harness, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+    from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
+
+    os.environ["SCRAPE_CONTRACTS_DIR"] = str(harness.contracts_dir)
+    with define_out_of_process_context(str(REPO / "workspace.yaml"), None, harness.instance) as context:
+        result = execute_dagster_graphql(context, query, variables)
+    assert not result.errors, result.errors
+    return result.data
+
+
+CHECK_EXECUTIONS = """
+query ($key: AssetKeyInput!, $check: String!, $partition: String) {
+  assetCheckExecutions(assetKey: $key, checkName: $check, partition: $partition, limit: 5) {
+    runId status partition
+    evaluation { success metadataEntries { label ... on TextMetadataEntry { text } } }
+  }
+}
+"""
+
+MATERIALISATIONS = """
+query ($key: AssetKeyInput!) {
+  assetOrError(assetKey: $key) { ... on Asset { assetMaterializations(limit: 200) { partition runId } } }
+}
+"""
+
+
+def test_batch_gives_each_target_the_single_path_outcome(harness: Harness, site, monkeypatch) -> None:
+    monkeypatch.setenv("SCRAPE_CONTRACTS_DIR", str(harness.contracts_dir))
+    _serve_first_sweep(site)
+    _write_contracts(harness, site)
+    defs = harness.definitions()
+    first = run_batch(harness, "batched", defs=defs)
+    assert first.success
+    assert all(harness.run("single", key, defs).success for key in SAMPLE)
+    assert len(harness.store.latest_accepted_all("batched")) == 50
+
+    def sweep() -> tuple[dg.ExecuteInProcessResult, dict[str, str], dict[str, str], dict[str, Any]]:
+        batch_run = run_batch(harness, "batched", defs=defs)
+        single_runs = {key: harness.run("single", key, defs) for key in SAMPLE}
+        batch = _outcomes(harness, "batched", {batch_run.run_id})
+        single = _outcomes(harness, "single", {r.run_id for r in single_runs.values()})
+        assert {k: batch[k] for k in single} == single
+        for key in SAMPLE:
+            b, s = harness.store.accepted_history("batched", key), harness.store.accepted_history("single", key)
+            assert [(v.version, v.record) for v in b] == [(v.version, v.record) for v in s], key
+        return batch_run, batch, single, single_runs
+
+    _serve_second_sweep(site)
+    second, batch, single, _ = sweep()
+    assert second.success
+    assert single == {"p00": "healed", **{k: "unchanged" for k in SAMPLE[1:]}}
+    assert set(batch.values()) == {"healed", "unchanged"} and len(batch) == 50
+
+    _serve_third_sweep(site)
+    third, batch, single, single_runs = sweep()
+    # a quarantine, a rejection, a timeout and a 404 do not fail the batch: they are outcomes of targets
+    assert third.success
+    assert single == {"p00": "unchanged", "p10": "valid", "p11": "review_required", "p12": "rejected",
+                      "p20": "unchanged", "p21": "unchanged"}
+    assert "p13" not in batch and "p14" not in batch  # no page, no candidate: the accepted data stays
+    assert not single_runs["p13"].success and not single_runs["p14"].success
+    assert sum(1 for o in batch.values() if o == "unchanged") == 50 - 5
+    assert harness.accepted("batched", "p13") == {"title": "Book 13", "sku": "BK-13", "price": 23.0}
+    assert harness.store.state("batched", "p11").paused  # waiting for review, like the single path
+
+    # what the UI shows, per partition, over GraphQL
+    key = {"path": ["scrape", "batched", "candidate"]}
+    change = _graphql(harness, CHECK_EXECUTIONS, {"key": key, "check": "change_within_limit", "partition": "p11"})
+    latest = change["assetCheckExecutions"][0]
+    assert (latest["runId"], latest["status"], latest["evaluation"]["success"]) == (third.run_id, "FAILED", False)
+    entries = {e["label"]: e.get("text") for e in latest["evaluation"]["metadataEntries"]}
+    assert (entries["field"], entries["old"], entries["new"]) == ("price", "21.0", "63.0")
+    assert entries["rule"] == "max_change_pct 50"
+    required = _graphql(harness, CHECK_EXECUTIONS, {"key": key, "check": "required_fields_present",
+                                                    "partition": "p12"})["assetCheckExecutions"][0]
+    assert (required["runId"], required["evaluation"]["success"]) == (third.run_id, False)
+    mats = _graphql(harness, MATERIALISATIONS, {"key": {"path": ["scrape", "batched"]}})
+    in_run = {run.run_id: sorted(m["partition"] for m in mats["assetOrError"]["assetMaterializations"]
+                                 if m["runId"] == run.run_id) for run in (second, third)}
+    assert in_run == {second.run_id: ["p00"], third.run_id: ["p10"]}  # only targets with newly accepted data
+    assert len([m for m in mats["assetOrError"]["assetMaterializations"] if m["runId"] == first.run_id]) == 50
+
+    # each target's story is in the trail
+    trail = read_trail(harness.instance, "batched", partition="p00", limit=1000)[0]
+    stages = [e.stage for e in trail if e.run_id == second.run_id]
+    assert stages.index("fetched") < stages.index("healing") < stages.index("re_extracted") \
+        < stages.index("accepted")
+    trail = read_trail(harness.instance, "batched", partition="p13", limit=1000)[0]
+    assert any(e.stage == "fetch_failed" and "timed out" in e.summary and e.run_id == third.run_id for e in trail)
+    trail = read_trail(harness.instance, "batched", partition="p30", limit=1000)[0]
+    assert [e.stage for e in trail if e.run_id == third.run_id] == ["unchanged"]
+
+
+def test_review_accept_after_a_batch_quarantine_and_next_batch_skips_paused(sqlite_harness: Harness, site,
+                                                                           monkeypatch) -> None:
+    harness = sqlite_harness
+    site.set_page("/p/a", product_page("A", "BK-A", "$10.00"))
+    site.set_page("/p/b", product_page("B", "BK-B", "$20.00"))
+    harness.write_product_contract("shop", {"a": site.url("/p/a"), "b": site.url("/p/b")})
+    assert run_batch(harness, "shop").success
+    site.set_page("/p/a", product_page("A", "BK-A", "$100.00"))
+    assert run_batch(harness, "shop").success
+    assert harness.store.pending_review("shop", "a") is not None
+    third = run_batch(harness, "shop")
+    assert third.success
+    assert {c.partition for c in harness.store.candidates_of_run(third.run_id)} == {"b"}  # a is paused
+    assert harness.review("shop", "a", "accept").success
+    assert harness.accepted("shop", "a")["price"] == 100.0
+
+
+SLOW_WORKER = """
+import os, sys, warnings
+warnings.filterwarnings("ignore")
+import dagster as dg
+from scrape_contracts.defs import build_definitions
+from scrape_contracts.defs.batch import batch_job_name
+defs = build_definitions(sys.argv[1])
+instance = dg.DagsterInstance.get()
+job = defs.resolve_job_def(batch_job_name("shop"))
+result = job.execute_in_process(instance=instance, raise_on_error=False)
+print("SUCCESS" if result.success else "FAILED", result.run_id)
+"""
+
+
+def test_sigkill_mid_batch_keeps_every_committed_target_and_a_rerun_finishes(sqlite_harness: Harness, site,
+                                                                            tmp_path: Path) -> None:
+    harness = sqlite_harness
+    keys = [f"k{i:02d}" for i in range(40)]
+
+    def slow(i: int) -> Any:
+        body = product_page(f"Book {i}", f"BK-{i}", f"${10 + i}.00").encode()
+
+        def handler(_request: Any) -> Response:
+            time.sleep(0.25)
+            return Response(200, body)
+        return handler
+
+    for i, key in enumerate(keys):
+        site.set_handler(f"/p/{key}", slow(i))
+    harness.write_product_contract("shop", {k: site.url(f"/p/{k}") for k in keys})
+    # one request at a time per host: the batch takes ~10 s and commits as it goes
+    path = harness.contracts_dir / "shop.yaml"
+    path.write_text(path.read_text().replace("retries: 0", "retries: 0\n  concurrency: 1"))
+    script = tmp_path / "worker.py"
+    script.write_text(SLOW_WORKER)
+    env = {**os.environ, "SCRAPE_CONTRACTS_PARSE_WORKERS": "1"}
+    worker = subprocess.Popen([sys.executable, str(script), str(harness.contracts_dir)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    store = harness.store
+    deadline = time.monotonic() + 120
+    while len(store.latest_accepted_all("shop")) < 8:
+        assert worker.poll() is None, "the batch ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=30)
+    kept = {v.partition: v for v in store.latest_accepted_all("shop")}
+    assert 8 <= len(kept) < 40
+    assert all(v.version == 1 for v in kept.values())
+
+    # the run worker died: run monitoring would mark the run failed; a new batch finishes the rest
+    rerun = subprocess.run([sys.executable, str(script), str(harness.contracts_dir)], env=env,
+                           capture_output=True, text=True, timeout=180)
+    assert rerun.stdout.startswith("SUCCESS"), rerun.stdout + rerun.stderr[-2000:]
+    final = {v.partition: v for v in store.latest_accepted_all("shop")}
+    assert sorted(final) == keys
+    for key, version in final.items():
+        history = store.accepted_history("shop", key)
+        assert [v.version for v in history] == [1], key  # never accepted twice
+        if key in kept:
+            assert version.run_id == kept[key].run_id  # what the killed run committed stays as it was
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_batch_runs_in_a_thread_or_in_worker_processes(sqlite_harness: Harness, site, monkeypatch,
+                                                       workers: str) -> None:
+    monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", workers)
+    harness = sqlite_harness
+    for i in range(6):
+        site.set_page(f"/p/{i}", product_page(f"B{i}", f"BK-{i}", f"${i + 1}.00"))
+    harness.write_product_contract("shop", {f"t{i}": site.url(f"/p/{i}") for i in range(6)})
+    result = run_batch(harness, "shop", partitions=["t1", "t3"])
+    assert result.success
+    assert sorted(v.partition for v in harness.store.latest_accepted_all("shop")) == ["t1", "t3"]
+    assert harness.accepted("shop", "t3") == {"title": "B3", "sku": "BK-3", "price": 4.0}

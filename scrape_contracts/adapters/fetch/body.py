@@ -1,0 +1,168 @@
+"""A response body from bytes on the wire to text: bounded inflation, a size limit, charset detection.
+
+Sans-IO: ``BodyReader`` is fed the chunks as they arrive, by the sync and the async client alike.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import zlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import charset_normalizer
+
+CHUNK = 64 * 1024
+# brotli/zstd are left out so every body we accept can be inflated with a bounded output size.
+ACCEPT_ENCODING = "gzip, deflate"
+_INFLATABLE = frozenset({"gzip", "x-gzip", "deflate"})
+_META_SCAN_BYTES = 2048
+_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_HEADER_CHARSET = re.compile(r"""charset\s*=\s*["']?([^"';\s]+)""", re.IGNORECASE)
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+
+
+class TooLarge(Exception):
+    def __init__(self, seen: int) -> None:
+        super().__init__(seen)
+        self.seen = seen
+
+
+class BoundedBuffer:
+    """Collects bytes; raises ``TooLarge`` as soon as more than ``max_bytes`` arrived."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._buffer = bytearray()
+
+    def add(self, data: bytes) -> None:
+        self._buffer += data
+        if len(self._buffer) > self.max_bytes:
+            raise TooLarge(len(self._buffer))
+
+    def value(self) -> bytes:
+        return bytes(self._buffer)
+
+
+def read_limited(chunks: Iterable[bytes], max_bytes: int) -> bytes:
+    """Join ``chunks``; raise ``TooLarge`` as soon as more than ``max_bytes`` arrived."""
+    buffer = BoundedBuffer(max_bytes)
+    for chunk in chunks:
+        buffer.add(chunk)
+    return buffer.value()
+
+
+class _Inflater:
+    """One gzip/deflate layer that never turns one small input chunk into a large output buffer."""
+
+    def __init__(self, coding: str, sink: Callable[[bytes], None]) -> None:
+        self._coding = coding
+        self._sink = sink
+        self._decompressor: Any = None
+        self._head = b""
+
+    def _start(self, head: bytes) -> None:
+        # HTTP "deflate" is meant to be zlib-wrapped but some servers send raw deflate
+        zlib_wrapped = len(head) >= 2 and head[0] & 0x0F == 8 and int.from_bytes(head[:2], "big") % 31 == 0
+        raw_deflate = self._coding == "deflate" and not zlib_wrapped
+        self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS if raw_deflate else zlib.MAX_WBITS | 32)
+
+    def feed(self, data: bytes) -> None:
+        if self._decompressor is None:
+            # the zlib-or-raw sniff needs two bytes, and a trickling server may send them one at a time
+            self._head += data
+            if len(self._head) < 2:
+                return
+            data, self._head = self._head, b""
+            self._start(data)
+        self._drain(data)
+
+    def _drain(self, data: bytes) -> None:
+        while data:
+            out = self._decompressor.decompress(data, CHUNK)
+            if out:
+                self._sink(out)
+            data = self._decompressor.unconsumed_tail
+
+    def flush(self) -> None:
+        if self._decompressor is None:
+            if not self._head:
+                return
+            self._start(self._head)
+            self._drain(self._head)
+        tail = self._decompressor.flush()
+        if tail:
+            self._sink(tail)
+
+
+class BodyReader:
+    """Reads one body with at most ``max_bytes`` held, after inflation.
+
+    ``raw`` tells the client which stream to feed: the bytes as sent (we inflate them here) or, for a
+    coding we cannot inflate with a bound, the bytes httpx decoded.
+    """
+
+    def __init__(self, content_encoding: str, max_bytes: int) -> None:
+        self._buffer = BoundedBuffer(max_bytes)
+        coding = content_encoding.strip().lower()
+        self._inflaters: list[_Inflater] = []
+        self.raw = coding in ("", "identity") or coding in _INFLATABLE
+        self.feed: Callable[[bytes], None] = self._buffer.add
+        if coding in _INFLATABLE:
+            self._inflaters.append(_Inflater(coding, self._buffer.add))
+            self.feed = self._inflaters[0].feed
+
+    def finish(self) -> bytes:
+        for inflater in self._inflaters:
+            inflater.flush()
+        return self._buffer.value()
+
+
+def _codec_name(label: str) -> str | None:
+    try:
+        name = codecs.lookup(label.strip().strip("\"'")).name
+    except LookupError:
+        return None
+    # Browsers treat latin-1 and ascii labels as windows-1252, and so do real pages that use € or “”.
+    return "cp1252" if name in ("iso8859-1", "ascii") else name
+
+
+def _detect_encoding(body: bytes) -> str | None:
+    results = charset_normalizer.from_bytes(body)
+    best = results.best()
+    if best is None:
+        return None
+    # Short Western text fits cp1250/cp1252/cp1257 equally well; cp1252 is by far the likeliest on the web.
+    tied = [r for r in results if (r.chaos, r.coherence) == (best.chaos, best.coherence)]
+    if any("cp1252" in r.could_be_from_charset for r in tied):
+        return "cp1252"
+    return _codec_name(best.encoding)
+
+
+def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]:
+    """Decode a page body; returns (text, codec name used).
+
+    Order: byte-order mark, Content-Type charset, ``<meta charset>`` in the first 2 KB, strict UTF-8,
+    charset-normalizer detection, and finally UTF-8 with replacement characters.
+    """
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return body[len(bom) :].decode(name, errors="replace"), name
+    encoding = None
+    if content_type:
+        match = _HEADER_CHARSET.search(content_type)
+        encoding = _codec_name(match.group(1)) if match else None
+    if encoding is None:
+        match = _META_CHARSET.search(body[:_META_SCAN_BYTES])
+        if match:
+            encoding = _codec_name(match.group(1).decode("ascii"))
+            # a <meta> readable as ASCII cannot truthfully declare UTF-16 (HTML spec rule)
+            if encoding and encoding.startswith("utf-16"):
+                encoding = "utf-8"
+    if encoding is None:
+        try:
+            return body.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            encoding = _detect_encoding(body) or "utf-8"
+    return body.decode(encoding, errors="replace"), encoding

@@ -1,0 +1,105 @@
+"""The fetcher a contract's ``fetch:`` block asks for, sync (one target) or async (a batch)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrape_contracts.adapters.fetch.fixture import FixtureFetcher
+from scrape_contracts.adapters.fetch.http import HttpFetcher
+from scrape_contracts.adapters.fetch.http_async import AsyncHttpFetcher
+from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, ClosesOnExit, Fetcher, FetchError, Page
+from scrape_contracts.adapters.fetch.secrets import expand_header_values
+from scrape_contracts.adapters.fetch.urls import redact_url
+
+if TYPE_CHECKING:
+    from scrape_contracts.contract.model import FetchSettings
+
+
+class MisconfiguredFetcher(ClosesOnExit):
+    """Stands in for a fetcher whose contract cannot be fetched as configured.
+
+    The error is raised by ``fetch`` rather than by ``fetcher_for`` so that it reaches callers through
+    the same ``except FetchError`` as every other fetch failure, naming the URL and non-transient (a
+    retry cannot set an environment variable).
+    """
+
+    def __init__(self, problem: str) -> None:
+        self._problem = problem
+
+    def __repr__(self) -> str:
+        return f"MisconfiguredFetcher({self._problem!r})"
+
+    def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
+        safe_url = redact_url(url)
+        raise FetchError(
+            f"GET {safe_url} refused: {self._problem}", kind="invalid_config", url=safe_url, transient=False
+        )
+
+
+class InlineAsyncFetcher(AsyncClosesOnExit):
+    """The async face of a sync fetcher that never waits on the network (fixture files, a configuration
+    error): its ``fetch`` runs inline on the event loop."""
+
+    def __init__(self, fetcher: Fetcher) -> None:
+        self.fetcher = fetcher
+
+    def __repr__(self) -> str:
+        return f"InlineAsyncFetcher({self.fetcher!r})"
+
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
+        return self.fetcher.fetch(url, etag=etag, last_modified=last_modified)
+
+    async def aclose(self) -> None:
+        self.fetcher.close()
+
+
+def _adapter_for(
+    settings: FetchSettings, base_dir: Path, environ: Mapping[str, str] | None, http: Callable[..., Any]
+) -> Any:
+    if settings.adapter == "fixture":
+        assert settings.fixture_dir, "FetchSettings validation guarantees fixture_dir for the fixture adapter"
+        return FixtureFetcher(Path(base_dir) / settings.fixture_dir)
+    expanded = expand_header_values(settings.headers, environ)
+    problem = expanded.problem()
+    if problem:
+        return MisconfiguredFetcher(problem)
+    return http(
+        timeout_s=settings.timeout_s,
+        headers=expanded.headers,
+        max_bytes=settings.max_bytes,
+        max_redirects=settings.max_redirects,
+        retries=settings.retries,
+        allow_private_addresses=settings.allow_private_addresses,
+        secrets=expanded.secrets,
+    )
+
+
+def fetcher_for(
+    settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None
+) -> HttpFetcher | FixtureFetcher | MisconfiguredFetcher:
+    """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder.
+
+    ``${NAME}`` in ``fetch.headers`` values is expanded here, per fetch, from ``environ`` (default
+    ``os.environ``), so secrets stay out of the loaded contract and a rotated secret is picked up by the
+    next run. An unset or empty variable gives a fetcher whose ``fetch`` raises FetchError
+    'invalid_config' naming the header and the variable.
+    """
+    return _adapter_for(settings, base_dir, environ, HttpFetcher)
+
+
+def async_fetcher_for(
+    settings: FetchSettings,
+    base_dir: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    max_connections: int = 100,
+) -> AsyncHttpFetcher | InlineAsyncFetcher:
+    """``fetcher_for`` for a batch: ``await fetcher.fetch(url, etag=, last_modified=)`` from many tasks,
+    then ``await fetcher.aclose()`` (or ``async with``). ``max_connections`` is the HTTP pool size; keep
+    the number of fetches in flight at or below it, or the rest wait for a free connection."""
+    http = functools.partial(AsyncHttpFetcher, max_connections=max_connections)
+    fetcher = _adapter_for(settings, base_dir, environ, http)
+    return fetcher if isinstance(fetcher, AsyncHttpFetcher) else InlineAsyncFetcher(fetcher)

@@ -1,0 +1,99 @@
+"""``AsyncHttpFetcher``: the policy's steps performed with an ``httpx.AsyncClient``, never blocking the loop.
+
+The address guard is synchronous and resolves host names through its resolver; here that resolver only
+hands out answers looked up beforehand on the event loop's executor, so a slow DNS server delays one
+fetch, not all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+import httpx
+
+from scrape_contracts.adapters.fetch.body import CHUNK
+from scrape_contracts.adapters.fetch.client import HttpFetcherBase, default_ssl_context
+from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, Page
+from scrape_contracts.adapters.fetch.policy import Exchange, Sleep, Step
+from scrape_contracts.adapters.fetch.pool import AsyncPool
+from scrape_contracts.adapters.netguard import Resolver, system_resolver
+
+# (host, addresses) looked up for the guard check under way in this task
+_LOOKED_UP: ContextVar[tuple[str, Sequence[str]] | None] = ContextVar("fetch_looked_up", default=None)
+
+
+class _LookupNeeded(Exception):
+    def __init__(self, host: str) -> None:
+        super().__init__(host)
+        self.host = host
+
+
+def _looked_up(host: str) -> Sequence[str]:
+    found = _LOOKED_UP.get()
+    if found is None or found[0] != host:
+        raise _LookupNeeded(host)
+    return found[1]
+
+
+async def _resolve_in_executor(host: str) -> Sequence[str]:
+    return await asyncio.get_running_loop().run_in_executor(None, system_resolver, host)
+
+
+class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
+    """Fetches pages over HTTP(S) from many tasks of one event loop (one pooled httpx.AsyncClient of
+    ``max_connections``). ``resolver`` may be a coroutine function or a plain function that does not block
+    (a test's table); the default resolves with ``getaddrinfo`` on the loop's executor."""
+
+    _default_sleep = staticmethod(asyncio.sleep)
+
+    def _guard_resolver(self, resolver: Callable[[str], Any] | None) -> Resolver:
+        self._resolve = resolver or _resolve_in_executor
+        return _looked_up
+
+    def _open_client(self, max_connections: int, **options: Any) -> httpx.AsyncClient:
+        pool = AsyncPool(max_connections=max_connections, ssl_context=default_ssl_context())
+        return httpx.AsyncClient(transport=pool, **options)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
+        plan = self.policy.plan(url, etag, last_modified)
+        for step in plan:
+            with plan.capture():
+                plan.result = await self._perform(step)
+        return plan.page
+
+    async def _perform(self, step: Step) -> Any:
+        if isinstance(step, Exchange):
+            return await self._exchange(step)
+        if isinstance(step, Sleep):
+            return await self._sleep(step.seconds)
+        return await self._check_address(step.url)
+
+    async def _check_address(self, url: str) -> None:
+        try:
+            self._guard.check(url)
+        except _LookupNeeded as needed:
+            addresses = self._resolve(needed.host)
+            if inspect.isawaitable(addresses):
+                addresses = await addresses
+            token = _LOOKED_UP.set((needed.host, addresses))
+            try:
+                self._guard.check(url)
+            finally:
+                _LOOKED_UP.reset(token)
+
+    async def _exchange(self, exchange: Exchange) -> Any:
+        async with self._client.stream(
+            "GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout
+        ) as response:
+            if exchange.start(response.status_code, response.reason_phrase, response.headers):
+                chunks = response.aiter_raw(CHUNK) if exchange.raw else response.aiter_bytes(CHUNK)
+                async for chunk in chunks:
+                    exchange.feed(chunk)
+        return exchange.finish()

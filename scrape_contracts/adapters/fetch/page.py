@@ -1,0 +1,107 @@
+"""What a fetch returns (``Page``), how it fails (``FetchError``) and the two shapes of a fetcher."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Page:
+    url: str
+    requested_url: str
+    status: int
+    html: str = field(repr=False)
+    sha256: str
+    headers: dict[str, str]
+    elapsed_s: float
+    encoding: str | None
+    not_modified: bool = False
+    etag: str | None = None
+    last_modified: str | None = None
+    attempts: tuple[dict[str, Any], ...] = ()
+
+
+class FetchError(Exception):
+    """kind: timeout | too_large | http_status | blocked_address | too_many_redirects | connection |
+    bad_encoding | fixture_missing | invalid_url | invalid_config. ``transient`` is True when running
+    again later may succeed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        url: str,
+        status: int | None = None,
+        transient: bool = False,
+        attempts: tuple[dict[str, Any], ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.url = url
+        self.status = status
+        self.transient = transient
+        self.attempts = attempts
+
+    def __repr__(self) -> str:
+        return (
+            f"FetchError(kind={self.kind!r}, url={self.url!r}, status={self.status!r}, "
+            f"transient={self.transient!r}, message={str(self)!r})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keyword-only fields would be lost by the default Exception pickling (Dagster pickles errors)
+        return (
+            functools.partial(
+                FetchError,
+                str(self),
+                kind=self.kind,
+                url=self.url,
+                status=self.status,
+                transient=self.transient,
+                attempts=self.attempts,
+            ),
+            (),
+        )
+
+
+class Fetcher(Protocol):
+    def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page: ...
+
+    def close(self) -> None: ...
+
+
+class AsyncFetcher(Protocol):
+    """What ``async_fetcher_for`` returns; safe to call ``fetch`` from many tasks of one event loop."""
+
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ClosesOnExit:
+    """``with fetcher:`` closes it."""
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self: Any) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClosesOnExit:
+    """``async with fetcher:`` closes it."""
+
+    async def aclose(self) -> None:
+        pass
+
+    async def __aenter__(self: Any) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

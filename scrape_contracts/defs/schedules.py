@@ -1,11 +1,12 @@
-"""One schedule per contract that declares ``schedule:``; paused partitions are skipped with a reason."""
+"""One schedule per contract that declares ``schedule:``: batched runs over every target not paused."""
 
 import dagster as dg
 
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.defs.jobs import scrape_job_name
+from scrape_contracts.defs.batch import BATCH_TAG, batch_job_name
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ProjectStoreResource
+from scrape_contracts.launch import chunks
 
 
 def schedule_name(contract: str) -> str:
@@ -19,7 +20,7 @@ def build_schedule(loaded: LoadedContract) -> dg.ScheduleDefinition | None:
     partitions_def = partitions_for(contract)
 
     @dg.schedule(
-        name=schedule_name(contract.name), job_name=scrape_job_name(contract.name),
+        name=schedule_name(contract.name), job_name=batch_job_name(contract.name),
         cron_schedule=contract.schedule.cron,  # from the contract's schedule: block
         execution_timezone=contract.schedule.timezone, default_status=dg.DefaultScheduleStatus.STOPPED,
         description=f"Scrapes every target of {contract.name!r} that is not paused.",
@@ -28,12 +29,15 @@ def build_schedule(loaded: LoadedContract) -> dg.ScheduleDefinition | None:
                         ) -> list[dg.RunRequest] | dg.SkipReason:
         keys = partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
         paused = store.get().paused_partitions(contract.name)
-        # run_key = tick time + partition: a tick re-evaluated after a daemon restart launches nothing twice
+        # run_key = tick time + batch: a tick re-evaluated after a daemon restart launches nothing twice
         tick = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else "manual"
+        groups = chunks([key for key in keys if key not in paused], contract.batch_size)
         requests = [
-            dg.RunRequest(run_key=f"{contract.name}:{key}:{tick}", partition_key=key,
-                          tags={"scrape_contracts/trigger": "schedule"})
-            for key in keys if key not in paused
+            dg.RunRequest(
+                run_key=f"{contract.name}:batch-{i}-of-{len(groups)}:{tick}",
+                run_config={"ops": {f"{contract.name}_scrape_batch": {"config": {"partitions": group}}}},
+                tags={"scrape_contracts/trigger": "schedule", BATCH_TAG: f"{contract.name}/{i}-of-{len(groups)}"})
+            for i, group in enumerate(groups, start=1)
         ]
         skipped = [f"{key} ({paused[key]})" for key in keys if key in paused]
         if skipped:

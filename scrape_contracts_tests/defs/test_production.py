@@ -34,7 +34,9 @@ def test_production_dagster_yaml_loads_on_postgres(pg_database: str, tmp_path: P
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         limits = {limit["key"]: limit for limit in instance.get_concurrency_config().run_queue_config
                   .tag_concurrency_limits}
-        assert limits["dagster/partition"]["limit"] == 1
+        assert limits["scrape_contracts/target"]["limit"] == 1
+        assert limits["scrape_contracts/batch"]["value"] == {"applyLimitPerUniqueValue": True}
+        assert "dagster/partition" not in limits  # global across contracts: would throttle unrelated targets
         assert limits["scrape_contracts/contract"]["value"] == {"applyLimitPerUniqueValue": True}
         assert instance.run_monitoring_enabled and instance.run_retries_enabled
         instance.dispose()
@@ -80,3 +82,34 @@ def test_idempotency_key_twice_gives_one_run(sqlite_harness: Harness, site, caps
     assert finished.status == dg.DagsterRunStatus.SUCCESS
     assert harness.accepted("shop", "p1")["price"] == 100.0
     assert len(site.requests_to("/p/1")) == 1
+
+
+def test_run_without_partition_launches_batches_once_and_waits(sqlite_harness: Harness, site, capsys,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    harness = sqlite_harness
+    for i in range(5):
+        site.set_page(f"/p/{i}", product_page(f"Book {i}", f"BK-{i}", f"${10 + i}.00"))
+    site.set_page("/p/404", "gone", status=404)
+    urls = {f"t{i}": site.url(f"/p/{i}") for i in range(5)} | {"t9": site.url("/p/404")}
+    path = harness.write_product_contract("shop", urls)
+    path.write_text(path.read_text() + "\nbatch_size: 4\n")
+    monkeypatch.setenv("SCRAPE_CONTRACTS_DIR", str(harness.contracts_dir))
+    args = ["--contracts-dir", str(harness.contracts_dir), "run", "shop", "--idempotency-key", "sweep-1"]
+    daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
+                              env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert main([*args, "--wait"]) == 0
+        out = capsys.readouterr().out
+        assert "shop batch 1/2 (4 targets): launched run" in out and "shop batch 2/2 (2 targets)" in out
+        assert "shop: 6 target(s)" in out and "accepted 5" in out and "failed 1" in out
+        assert "t9: fetch failed: GET" in out and "404" in out
+        # the same key launches nothing again
+        assert main(args) == 0
+        assert out.count("launched run") == 2 and capsys.readouterr().out.count("already launched") == 2
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+    runs = harness.instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/idempotency_key": "sweep-1"}))
+    assert len(runs) == 2 and all(r.job_name == "scrape_shop_batch_job" for r in runs)
+    assert {r.tags["scrape_contracts/batch"] for r in runs} == {"shop/1-of-2", "shop/2-of-2"}
+    assert sorted(v.partition for v in harness.store.latest_accepted_all("shop")) == [f"t{i}" for i in range(5)]

@@ -142,16 +142,26 @@ def test_schedule_skips_paused_and_run_keys_are_stable(sqlite_harness: Harness, 
             data = schedule.evaluate_tick(context)
             return data.run_requests or data.skip_message
 
+    def targets(requests: list[dg.RunRequest]) -> list[str]:
+        return [key for r in requests for key in r.run_config["ops"]["shop_scrape_batch"]["config"]["partitions"]]
+
     first = evaluate()
-    assert sorted(r.partition_key for r in first) == ["p1", "p2"]
+    assert len(first) == 1 and first[0].job_name in (None, "scrape_shop_batch_job")  # one batched run
+    assert sorted(targets(first)) == ["p1", "p2"]
     assert [r.run_key for r in first] == [r.run_key for r in evaluate()]  # re-evaluation: same keys
     harness.store.update_state("shop", "p1", paused=True, pause_reason="review required: price jump")
-    assert [r.partition_key for r in evaluate()] == ["p2"]
+    assert targets(evaluate()) == ["p2"]
     harness.store.update_state("shop", "p2", paused=True, pause_reason="healing budget exhausted")
     skip = evaluate()
     assert "every target of shop is paused" in skip and "price jump" in skip and "budget" in skip
     assert main(["--contracts-dir", str(harness.contracts_dir), "resume", "shop", "p1"]) == 0
-    assert [r.partition_key for r in evaluate()] == ["p1"]
+    assert targets(evaluate()) == ["p1"]
+    # a contract larger than its batch_size is scraped as several runs
+    path.write_text(path.read_text() + "\nbatch_size: 1\n")
+    defs = harness.definitions()
+    schedule = defs.resolve_schedule_def("scrape_shop_schedule")
+    harness.store.resume("shop", "p2")
+    assert [targets([r]) for r in evaluate()] == [["p1"], ["p2"]]
 
 
 def test_events_trail_and_cursor(sqlite_harness: Harness, site, capsys) -> None:

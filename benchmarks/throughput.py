@@ -581,6 +581,22 @@ def batch_knobs(concurrency: int | None, batch_size: int | None) -> tuple[dict[s
     return fetch, top
 
 
+def describe_knobs(fetch_knobs: dict[str, Any], top_knobs: dict[str, Any]) -> str:
+    from scrape_contracts.contract.model import Contract, FetchSettings
+
+    parts = []
+    for name, given, model in (("fetch.concurrency", fetch_knobs.get("concurrency"), FetchSettings),
+                               ("batch_size", top_knobs.get("batch_size"), Contract)):
+        key = name.split(".")[-1]
+        if given is not None:
+            parts.append(f"{name}: {given}")
+        elif key in model.model_fields:
+            parts.append(f"{name}: project default ({model.model_fields[key].default})")
+        else:
+            parts.append(f"{name}: not in the contract model yet")
+    return ", ".join(parts)
+
+
 def write_contract(contracts_dir: Path, site: sitegen.Site, base_url: str, fetch_knobs: dict[str, Any],
                    top_knobs: dict[str, Any]) -> Path:
     lines = [f"name: {CONTRACT_NAME}", "description: generated product pages served on 127.0.0.1 (benchmark)",
@@ -705,8 +721,7 @@ def main(argv: list[str] | None = None) -> int:
             fetch_knobs, top_knobs = batch_knobs(args.concurrency, args.batch_size)
             contracts_dir = workdir / "contracts"
             write_contract(contracts_dir, site, server.base_url, fetch_knobs, top_knobs)
-            print(f"contract: {contracts_dir / (CONTRACT_NAME + '.yaml')} "
-                  f"(batch settings: {({**fetch_knobs, **top_knobs}) or 'none in the contract model yet'})")
+            print(f"contract: {contracts_dir / (CONTRACT_NAME + '.yaml')} ({describe_knobs(fetch_knobs, top_knobs)})")
             rows += run_paths(args, paths, site, server.base_url, contracts_dir, workdir)
         print_table(rows)
         for r in rows:
@@ -729,6 +744,8 @@ def run_paths(args: argparse.Namespace, paths: set[str], site: sitegen.Site, bas
     timeout = max(900.0, args.pages * 1.5)
     if "raw" in paths:
         rows.append(_announce(measure_raw(site, base_url, workdir)))
+    if not paths & {"single", "batch"}:
+        return rows
     sqlite = sqlite_instance(workdir, contracts_dir)
     if "single" in paths:
         keys = sample_keys(sorted(site.products), args.sample)

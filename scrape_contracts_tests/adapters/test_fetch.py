@@ -15,6 +15,7 @@ import asyncio
 import gzip
 import hashlib
 import pickle
+import socket
 import threading
 import time
 import tracemalloc
@@ -248,7 +249,9 @@ def test_one_sync_fetcher_serves_many_threads(site: FixtureSite) -> None:
 # --- retries -------------------------------------------------------------------------------------
 
 
-def test_429_with_retry_after_twice_then_success(site: FixtureSite, make_fetcher, fake_time: FakeTime) -> None:
+def test_429_with_retry_after_twice_then_success(
+    site: FixtureSite, make_fetcher, fake_time: FakeTime
+) -> None:
     limited = Response(429, b"slow down", {"Retry-After": "1"})
     site.set_handler("/rl", sequence(limited, limited, Response(200, b"<p>ok</p>")))
 
@@ -842,8 +845,136 @@ def test_missing_header_variable_is_a_clear_config_error_without_a_request(
 
 def test_every_missing_variable_is_named(tmp_path: Path, for_contract) -> None:
     settings = FetchSettings(headers={"A": "${ONE}-${TWO}", "B": "${THREE}"})
-    with for_contract(settings, tmp_path, environ={"TWO": "x"}) as fetcher, pytest.raises(FetchError) as caught:
-        fetcher.fetch("https://example.test/")
+    with for_contract(settings, tmp_path, environ={"TWO": "x"}) as fetcher:
+        with pytest.raises(FetchError) as caught:
+            fetcher.fetch("https://example.test/")
     message = str(caught.value)
     assert "${ONE} in header 'A'" in message and "${THREE} in header 'B'" in message
     assert "${TWO}" not in message
+
+
+# --- hostile servers -----------------------------------------------------------------------------
+
+
+class TricklingServer:
+    """Answers every request on 127.0.0.1 with ``head`` + ``body``, one byte every ``interval`` seconds
+    from byte ``fast_bytes`` on: a server that keeps each read under the read timeout forever."""
+
+    def __init__(self, head: bytes, body: bytes = b"", *, fast_bytes: int = 0, interval: float = 0.1) -> None:
+        self._data, self._fast_bytes, self._interval = head + body, fast_bytes, interval
+        self._stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.1)
+        self.host_port = "127.0.0.1:%d" % self._listener.getsockname()[1]
+        self.url = f"http://{self.host_port}/"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._drip, args=(connection,), daemon=True).start()
+
+    def _drip(self, connection: socket.socket) -> None:
+        with connection:
+            connection.recv(65536)
+            try:
+                connection.sendall(self._data[: self._fast_bytes])
+                for byte in self._data[self._fast_bytes :]:
+                    if self._stop.wait(self._interval):
+                        return
+                    connection.sendall(bytes([byte]))
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+
+
+@pytest.fixture
+def trickling() -> Iterator[Callable[..., TricklingServer]]:
+    servers: list[TricklingServer] = []
+
+    def start(head: bytes, body: bytes = b"", **options: Any) -> TricklingServer:
+        servers.append(TricklingServer(head, body, **options))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def test_deadline_holds_while_headers_trickle(trickling, make_fetcher) -> None:
+    # each header byte arrives well within the 5 s read timeout; only the 1 s deadline can end this
+    head = b"HTTP/1.1 200 OK\r\n" + b"X-Padding: " + b"a" * 2000 + b"\r\n\r\n"
+    server = trickling(head, interval=0.05)
+
+    fetcher = make_fetcher(allowed_hosts=(server.host_port,), timeout_s=5, deadline_s=1, retries=3)
+
+    started = time.monotonic()
+    with pytest.raises(FetchError) as caught:
+        fetcher.fetch(server.url)
+
+    assert time.monotonic() - started < 2.5
+    assert caught.value.kind == "timeout" and "fetch deadline of 1s passed" in str(caught.value)
+
+
+def test_deadline_holds_while_the_body_trickles(trickling, make_fetcher) -> None:
+    body = b"<p>" + b"x" * 2000 + b"</p>"
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n" % len(body)
+    server = trickling(head, body, fast_bytes=len(head) + 10, interval=0.05)
+
+    fetcher = make_fetcher(allowed_hosts=(server.host_port,), timeout_s=5, deadline_s=1, retries=3)
+
+    started = time.monotonic()
+    with pytest.raises(FetchError) as caught:
+        fetcher.fetch(server.url)
+
+    assert time.monotonic() - started < 2.5
+    assert caught.value.kind == "timeout" and "fetch deadline of 1s passed" in str(caught.value)
+
+
+@pytest.mark.parametrize("layers", [2, 3])
+def test_stacked_encodings_are_bounded_layer_by_layer(site: FixtureSite, make_fetcher, layers: int) -> None:
+    # 20 MB of zeros gzipped twice is a few hundred bytes; undone in one go it would be 20 MB at once
+    bomb = b"<html>" + b"\0" * 20_000_000
+    for _ in range(layers):
+        bomb = gzip.compress(bomb, 9)
+    site.set_page("/bomb", bomb, headers={"Content-Encoding": ", ".join(["gzip"] * layers)})
+    fetcher = make_fetcher(max_bytes=1_000_000)
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(FetchError) as caught:
+            fetcher.fetch(site.url("/bomb"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert peak < 5_000_000
+    if layers == 2:
+        assert caught.value.kind == "too_large" and "stopped reading after" in str(caught.value)
+    else:
+        assert (caught.value.kind, caught.value.transient) == ("bad_encoding", False)
+        assert "'gzip, gzip, gzip'" in str(caught.value)
+
+
+def test_two_stacked_encodings_are_undone_in_order(site: FixtureSite, make_fetcher) -> None:
+    html = "<p>" + "row " * 500 + "</p>"
+    twice = zlib.compress(gzip.compress(html.encode()))
+    site.set_page("/two", twice, headers={"Content-Encoding": "gzip, deflate"})
+
+    assert make_fetcher().fetch(site.url("/two")).html == html
+
+
+def test_an_encoding_we_did_not_ask_for_is_refused(site: FixtureSite, make_fetcher) -> None:
+    site.set_page("/br", b"\x8b\x02\x80hello\x03", headers={"Content-Encoding": "br"})
+
+    with pytest.raises(FetchError) as caught:
+        make_fetcher().fetch(site.url("/br"))
+
+    assert (caught.value.kind, caught.value.transient) == ("bad_encoding", False)
+    assert "'br'" in str(caught.value) and "gzip and deflate" in str(caught.value)

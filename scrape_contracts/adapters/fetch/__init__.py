@@ -5,9 +5,11 @@ what to change in the contract; ``kind`` and ``transient`` let callers decide be
 "fix the contract".
 
 Modules: ``page`` (Page, FetchError, the fetcher protocols), ``policy`` (retries, redirects, deadline:
-the sans-IO steps both HTTP clients perform), ``http`` / ``http_async`` (the two clients), ``body``
-(inflation, size limit, charsets), ``secrets`` and ``urls`` (credentials kept out of output),
-``messages`` (the wording of failures), ``fixture``, ``factory`` (``fetcher_for``, ``async_fetcher_for``).
+the sans-IO steps both HTTP clients perform), ``http`` / ``http_async`` (the two clients, on ``client``),
+``transport`` / ``pool`` (their connection pools) and ``deadline`` (the deadline enforced on every socket
+operation), ``body`` (inflation, size limit, charsets), ``secrets`` and ``urls`` (credentials kept out
+of output), ``messages`` (the wording of failures), ``fixture``, ``factory`` (``fetcher_for``,
+``async_fetcher_for``).
 """
 
 from scrape_contracts.adapters.fetch.body import TooLarge, decode_html, read_limited

@@ -17,6 +17,8 @@ CHUNK = 64 * 1024
 # brotli/zstd are left out so every body we accept can be inflated with a bounded output size.
 ACCEPT_ENCODING = "gzip, deflate"
 _INFLATABLE = frozenset({"gzip", "x-gzip", "deflate"})
+# "gzip, deflate" is legitimate if rare; three layers of compression only ever serve to inflate a bomb
+MAX_CODINGS = 2
 _META_SCAN_BYTES = 2048
 _META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _HEADER_CHARSET = re.compile(r"""charset\s*=\s*["']?([^"';\s]+)""", re.IGNORECASE)
@@ -96,21 +98,37 @@ class _Inflater:
             self._sink(tail)
 
 
-class BodyReader:
-    """Reads one body with at most ``max_bytes`` held, after inflation.
+class UnsupportedEncoding(Exception):
+    """A Content-Encoding we cannot undo within the size limit; the message says why."""
 
-    ``raw`` tells the client which stream to feed: the bytes as sent (we inflate them here) or, for a
-    coding we cannot inflate with a bound, the bytes httpx decoded.
+    def __init__(self, content_encoding: str, why: str) -> None:
+        super().__init__(why)
+        self.content_encoding = content_encoding
+
+
+class BodyReader:
+    """Reads one body, as sent on the wire, with at most ``max_bytes`` held after inflation.
+
+    Every coding is undone by its own bounded inflater, so stacking them ("gzip, gzip") cannot turn a
+    few hundred bytes into gigabytes in one step; more than ``MAX_CODINGS`` layers, or a coding we did
+    not ask for, is refused before any byte is read.
     """
 
     def __init__(self, content_encoding: str, max_bytes: int) -> None:
         self._buffer = BoundedBuffer(max_bytes)
-        coding = content_encoding.strip().lower()
-        self._inflaters: list[_Inflater] = []
-        self.raw = coding in ("", "identity") or coding in _INFLATABLE
+        layers = (part.strip().lower() for part in content_encoding.split(","))
+        codings = [coding for coding in layers if coding not in ("", "identity")]
+        unknown = [c for c in codings if c not in _INFLATABLE]
+        if unknown:
+            raise UnsupportedEncoding(content_encoding, f"{unknown[0]!r} is not one we asked for")
+        if len(codings) > MAX_CODINGS:
+            why = f"it stacks {len(codings)} codings, more than the {MAX_CODINGS} we undo"
+            raise UnsupportedEncoding(content_encoding, why)
         self.feed: Callable[[bytes], None] = self._buffer.add
-        if coding in _INFLATABLE:
-            self._inflaters.append(_Inflater(coding, self._buffer.add))
+        # the coding listed first was applied first, so it is undone last; flushed from the wire inwards
+        self._inflaters: list[_Inflater] = []
+        for coding in codings:
+            self._inflaters.insert(0, _Inflater(coding, self.feed))
             self.feed = self._inflaters[0].feed
 
     def finish(self) -> bytes:

@@ -1,4 +1,4 @@
-"""What the sync and the async HTTP fetcher share: their settings, the policy, the guard and the client options."""
+"""What the sync and the async HTTP fetcher share: settings, policy, address guard, client options."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ class HttpFetcherBase:
         policy = self.policy
         return (
             f"{type(self).__name__}(timeout_s={policy.timeout_s}, max_bytes={policy.max_bytes}, "
-            f"max_redirects={policy.max_redirects}, retries={policy.retries}, deadline_s={policy.deadline_s}, "
-            f"allow_private_addresses={self.allow_private_addresses}, max_connections={self.max_connections}, "
-            f"header_names={sorted(policy.headers)})"
+            f"max_redirects={policy.max_redirects}, retries={policy.retries}, "
+            f"deadline_s={policy.deadline_s}, allow_private_addresses={self.allow_private_addresses}, "
+            f"max_connections={self.max_connections}, header_names={sorted(policy.headers)})"
         )

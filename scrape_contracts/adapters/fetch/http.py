@@ -7,10 +7,11 @@ from typing import Any
 
 import httpx
 
-from scrape_contracts.adapters.fetch.body import CHUNK
 from scrape_contracts.adapters.fetch.client import HttpFetcherBase, default_ssl_context
+from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import ClosesOnExit, Page
 from scrape_contracts.adapters.fetch.policy import Exchange, Sleep, Step
+from scrape_contracts.adapters.fetch.transport import SyncTransport
 
 
 class HttpFetcher(HttpFetcherBase, ClosesOnExit):
@@ -19,9 +20,8 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
     _default_sleep = staticmethod(time.sleep)
 
     def _open_client(self, max_connections: int, **options: Any) -> httpx.Client:
-        # every connection the pool may open is worth keeping: the next fetch to that host reuses it
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        return httpx.Client(limits=limits, verify=default_ssl_context(), **options)
+        transport = SyncTransport(max_connections=max_connections, ssl_context=default_ssl_context())
+        return httpx.Client(transport=transport, **options)
 
     def close(self) -> None:
         self._client.close()
@@ -41,10 +41,9 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
         return self._guard.check(step.url)
 
     def _exchange(self, exchange: Exchange) -> Any:
-        with self._client.stream(
-            "GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout
-        ) as response:
+        request = self._client.stream("GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout)
+        with deadline_within(exchange.budget_s), request as response:
             if exchange.start(response.status_code, response.reason_phrase, response.headers):
-                for chunk in response.iter_raw(CHUNK) if exchange.raw else response.iter_bytes(CHUNK):
+                for chunk in response.iter_raw():
                     exchange.feed(chunk)
         return exchange.finish()

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from scrape_contracts.adapters.fetch.body import CHUNK
 from scrape_contracts.adapters.fetch.client import HttpFetcherBase, default_ssl_context
+from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, Page
 from scrape_contracts.adapters.fetch.policy import Exchange, Sleep, Step
 from scrape_contracts.adapters.fetch.pool import AsyncPool
@@ -89,11 +89,10 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
                 _LOOKED_UP.reset(token)
 
     async def _exchange(self, exchange: Exchange) -> Any:
-        async with self._client.stream(
-            "GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout
-        ) as response:
-            if exchange.start(response.status_code, response.reason_phrase, response.headers):
-                chunks = response.aiter_raw(CHUNK) if exchange.raw else response.aiter_bytes(CHUNK)
-                async for chunk in chunks:
-                    exchange.feed(chunk)
+        request = self._client.stream("GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout)
+        with deadline_within(exchange.budget_s):
+            async with request as response:
+                if exchange.start(response.status_code, response.reason_phrase, response.headers):
+                    async for chunk in response.aiter_raw():
+                        exchange.feed(chunk)
         return exchange.finish()

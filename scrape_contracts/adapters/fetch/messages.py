@@ -63,8 +63,8 @@ def bad_redirect(status: int, what: str) -> str:
 
 def too_many_redirects(max_redirects: int, next_hop: str) -> str:
     return (
-        f"refused: more than max_redirects={max_redirects} redirects (next hop {next_hop}; point the contract "
-        "at the final URL, or raise fetch.max_redirects if the chain is legitimate)"
+        f"refused: more than max_redirects={max_redirects} redirects (next hop {next_hop}; point the "
+        "contract at the final URL, or raise fetch.max_redirects if the chain is legitimate)"
     )
 
 
@@ -77,6 +77,13 @@ def too_large(max_bytes: int, evidence: str) -> str:
     return (
         f"refused: response is larger than max_bytes={max_bytes} ({evidence}; raise fetch.max_bytes in the "
         "contract if the page is legitimately this big)"
+    )
+
+
+def bad_encoding(content_encoding: str, why: str) -> str:
+    return (
+        f"refused: Content-Encoding {content_encoding!r}: {why} (only gzip and deflate, at most two layers, "
+        "can be inflated within max_bytes; if fetch.headers sets Accept-Encoding, remove it)"
     )
 
 

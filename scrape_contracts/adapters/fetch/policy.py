@@ -21,7 +21,7 @@ from urllib.parse import urljoin
 import httpx
 
 from scrape_contracts.adapters.fetch import messages
-from scrape_contracts.adapters.fetch.body import BodyReader, TooLarge, decode_html
+from scrape_contracts.adapters.fetch.body import BodyReader, TooLarge, UnsupportedEncoding, decode_html
 from scrape_contracts.adapters.fetch.page import FetchError, Page
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
@@ -106,10 +106,11 @@ class _State:
 
 class Exchange:
     """One GET for the client to send. It reports the response with ``start(status, reason, headers)``
-    and, when that returns True, ``feed``s every chunk of the stream ``raw`` names (the bytes as sent when
-    True, httpx-decoded otherwise); it then returns ``finish()``.
+    and, when that returns True, ``feed``s every chunk of the body as sent on the wire (httpx's
+    ``iter_raw()``, as it arrives); it then returns ``finish()``.
 
-    ``timeout`` bounds each network operation; ``budget_s`` is what is left of the fetch deadline.
+    ``timeout`` bounds each network operation; no operation may outlast ``budget_s``, what is left of
+    the fetch deadline.
     """
 
     def __init__(
@@ -120,7 +121,6 @@ class Exchange:
         self.headers = headers
         self.timeout = timeout
         self.budget_s = state.remaining()
-        self.raw = True
         self._state = state
         self._max_bytes = max_bytes
         self._record = record
@@ -137,11 +137,11 @@ class Exchange:
         if declared.isdigit() and int(declared) > self._max_bytes:
             raise _DeclaredTooLarge(int(declared))
         self._reader = BodyReader(headers.get("content-encoding", ""), self._max_bytes)
-        self.raw = self._reader.raw
         return True
 
     def feed(self, chunk: bytes) -> None:
-        # the read timeout restarts with every chunk, so a slowly dripping body needs its own limit
+        # a read timeout restarts with every chunk; the sockets enforce the deadline too (``deadline``),
+        # this check holds it on the policy's own clock
         if self._state.remaining() < 0:
             raise _DeadlinePassed
         assert self._reader is not None, "feed() before start() returned True"
@@ -285,11 +285,13 @@ class FetchPolicy:
                 answer = yield Exchange(url, headers, timeout, state, self.max_bytes, record)
             except httpx.TimeoutException:
                 kind, record["error"] = "timeout", messages.no_response(timeout)
-            except (httpx.DecodingError, zlib.error) as exc:
+            except zlib.error as exc:
                 # usually a body cut off in transit, so treated like a broken connection
-                kind, record["error"] = "connection", self.scrub(f"failed: body could not be decompressed: {exc}")
+                kind = "connection"
+                record["error"] = self.scrub(f"failed: body could not be decompressed: {exc}")
             except (httpx.TransportError, ResolutionFailed) as exc:
-                kind, record["error"] = "connection", self.scrub(f"connection failed: {type(exc).__name__}: {exc}")
+                kind = "connection"
+                record["error"] = self.scrub(f"connection failed: {type(exc).__name__}: {exc}")
             except httpx.InvalidURL as exc:
                 raise self._error(state, "invalid_url", url, messages.malformed_url(exc)) from None
             except _DeclaredTooLarge as exc:
@@ -298,6 +300,9 @@ class FetchPolicy:
                 raise self._too_large(state, url, f"stopped reading after {exc.seen} bytes") from None
             except _DeadlinePassed:
                 raise self._deadline_error(state, url, None) from None
+            except UnsupportedEncoding as exc:
+                detail = messages.bad_encoding(exc.content_encoding, str(exc))
+                raise self._error(state, "bad_encoding", url, detail, status=record["status"]) from None
             else:
                 if answer.status not in RETRY_STATUSES:
                     return answer
@@ -312,7 +317,8 @@ class FetchPolicy:
             else:
                 wait = min(self.backoff_s * 2**retries_done, MAX_BACKOFF_S)
             if state.elapsed() + wait > self.deadline_s:
-                raise self._deadline_error(state, url, answer, wait=wait, from_retry_after=retry_after is not None)
+                from_retry_after = retry_after is not None
+                raise self._deadline_error(state, url, answer, wait=wait, from_retry_after=from_retry_after)
             retries_done += 1
 
     def _check_address(
@@ -380,7 +386,8 @@ class FetchPolicy:
 
     def _too_large(self, state: _State, url: str, evidence: str) -> FetchError:
         status = state.attempts[-1]["status"] if state.attempts else None
-        return self._error(state, "too_large", url, messages.too_large(self.max_bytes, evidence), status=status)
+        detail = messages.too_large(self.max_bytes, evidence)
+        return self._error(state, "too_large", url, detail, status=status)
 
     def _exhausted_error(
         self, state: _State, url: str, kind: str, answer: Answer | None, timeout: float

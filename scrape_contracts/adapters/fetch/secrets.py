@@ -1,4 +1,4 @@
-"""Credentials in header values: ``${NAME}`` expansion from the environment, and scrubbing them from output."""
+"""Credentials in header values: ``${NAME}`` expansion from the environment, scrubbing from output."""
 
 from __future__ import annotations
 
@@ -59,7 +59,9 @@ class ExpandedHeaders:
         )
 
 
-def expand_header_values(headers: Mapping[str, str], environ: Mapping[str, str] | None = None) -> ExpandedHeaders:
+def expand_header_values(
+    headers: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> ExpandedHeaders:
     """Replace ``${NAME}`` in header values with environment variables; other ``$`` stay as written.
 
     Unset and empty variables are reported rather than expanded to "": a CI system hands an undefined

@@ -1,0 +1,110 @@
+"""The fetch deadline, down to the socket: no connect, read or write waits past what is left of it.
+
+httpx's timeouts apply to each network operation, and a read timeout restarts with every byte, so a
+server dripping its headers or its body one byte a second never trips one. The client states the
+deadline of the exchange under way with ``deadline_within(seconds)``; the streams of these network
+backends read it from a context variable (one per thread and per asyncio task) before every operation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import httpcore
+
+_DEADLINE: ContextVar[float | None] = ContextVar("fetch_deadline", default=None)
+
+
+@contextmanager
+def deadline_within(seconds: float) -> Iterator[None]:
+    token = _DEADLINE.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _bounded(timeout: float | None, error: type[Exception]) -> float | None:
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise error("the fetch deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _Stream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> _Stream:
+        timeout = _bounded(timeout, httpcore.ConnectTimeout)
+        return _Stream(self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **options: Any) -> _Stream:
+        timeout = _bounded(timeout, httpcore.ConnectTimeout)
+        return _Stream(self._backend.connect_tcp(host, port, timeout, **options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+class _AsyncStream(httpcore.AsyncNetworkStream):
+    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+        self._stream = stream
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._stream.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> _AsyncStream:
+        timeout = _bounded(timeout, httpcore.ConnectTimeout)
+        return _AsyncStream(await self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class AsyncDeadlineBackend(httpcore.AsyncNetworkBackend):
+    def __init__(self) -> None:
+        self._backend = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self, host: str, port: int, timeout: float | None = None, **options: Any
+    ) -> _AsyncStream:
+        timeout = _bounded(timeout, httpcore.ConnectTimeout)
+        return _AsyncStream(await self._backend.connect_tcp(host, port, timeout, **options))
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)

@@ -73,7 +73,8 @@ def test_slow_dns_does_not_hold_up_other_fetches(site: FixtureSite, monkeypatch:
     async def main() -> None:
         async with AsyncHttpFetcher(allow_private_addresses=True) as fetcher:
             via_dns = site.url("/p").replace("127.0.0.1", "localhost")
-            await asyncio.gather(fetch(fetcher, via_dns, "localhost"), fetch(fetcher, site.url("/p"), "literal"))
+            literal = site.url("/p")
+            await asyncio.gather(fetch(fetcher, via_dns, "localhost"), fetch(fetcher, literal, "literal"))
 
     asyncio.run(main())
 
@@ -194,7 +195,8 @@ def test_pool_makes_room_by_closing_an_idle_connection_of_another_origin(
     async def main() -> list[str]:
         client, pool = pooled_client(1)
         async with client:
-            texts = [(await client.get(url)).text for url in (site.url("/a"), other_site.url("/b"), site.url("/a"))]
+            urls = (site.url("/a"), other_site.url("/b"), site.url("/a"))
+            texts = [(await client.get(url)).text for url in urls]
             assert pool.connections == 1
         return texts
 

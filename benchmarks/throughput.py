@@ -535,7 +535,11 @@ def batched_sweep(label: str, instance_env: InstanceEnv, daemon: Daemon, contrac
         peak_kb = sampler.stop()
     seconds = time.perf_counter() - started
     output = [_ANSI.sub("", line) for line in (done.stdout + done.stderr).strip().splitlines()]
-    shown = [line for line in output if "launched run" not in line and not _DAGSTER_LOG.match(line)][-12:]
+    # the summary line first (per-outcome counts), then the first few of whatever else it printed
+    summary = [line for line in output if line.startswith(f"{CONTRACT_NAME}: ")]
+    other = [line for line in output
+             if "launched run" not in line and not _DAGSTER_LOG.match(line) and line not in summary]
+    shown = summary + other[:6] + ([f"... {len(other) - 6} more line(s)"] if len(other) > 6 else [])
     launched = sum("launched run" in line for line in output)
     if done.returncode != 0:
         shown.append(f"(exit code {done.returncode}; daemon log: {daemon.log_tail(800)})")

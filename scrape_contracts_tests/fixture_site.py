@@ -39,6 +39,9 @@ class FixtureSite:
 
         class _Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # buffered: headers and body leave in one write (two small writes on a keep-alive connection
+            # meet Nagle and delayed ACK: ~40 ms per request); handle_one_request flushes at the end
+            wbufsize = -1
 
             def do_GET(self) -> None:  # noqa: N802 (http.server naming)
                 request = Request("GET", self.path, {k.lower(): v for k, v in self.headers.items()})

@@ -33,7 +33,7 @@ from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource
 from scrape_contracts.engine.validate import check_names
 from scrape_contracts.service.batch import BatchRunner, BatchSettings, BatchTarget, TargetOutcome
 from scrape_contracts.service.records import Stage
-from scrape_contracts.service.scrape import target_url
+from scrape_contracts.service.scrape import target_urls
 
 BATCH_TAG = "scrape_contracts/batch"
 
@@ -49,8 +49,15 @@ class BatchConfig(dg.Config):
         default=[], description="Partition keys to scrape; empty: every target of the contract that is not paused.")
 
 
+# repeated elsewhere in the same event (record, url) or only useful while debugging a fetch (attempts); the
+# serialisation of every byte of metadata is paid per target on the event log's write path
+_STORY_DROPS = frozenset({"record", "url", "attempts", "encoding", "page_sha256"})
+
+
 def _story(outcome: TargetOutcome) -> list[dict[str, Any]]:
-    return [{"stage": e.stage.value, **e.data} for e in outcome.story]
+    """The target's stages, compact: the full evidence (heal results, violations) stays."""
+    return [{"stage": e.stage.value, **{k: v for k, v in e.data.items() if k not in _STORY_DROPS}}
+            for e in outcome.story]
 
 
 def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Sequence[str],
@@ -121,27 +128,22 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
     def scrape_batch(context: dg.OpExecutionContext, config: BatchConfig, store: ProjectStoreResource,
                      artifacts: ArtifactStoreResource, fetcher: FetchResource) -> Iterator[Any]:
         """Scrape many targets at once; each target's outcome is recorded on its own partition."""
-        from scrape_contracts.adapters.fetch import async_fetcher_for
-
         project_store = store.get()
         paused = project_store.paused_partitions(name)
         keys = list(config.partitions) or partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
+        urls = target_urls(loaded, project_store)
         targets, skipped = [], []
         for key in keys:
             if key in paused:
                 skipped.append({"partition": key, "reason": paused[key]})
-                continue
-            try:
-                targets.append(BatchTarget(key, target_url(loaded, project_store, key)))
-            except LookupError as exc:
-                skipped.append({"partition": key, "reason": str(exc)})
+            elif key not in urls:
+                skipped.append({"partition": key, "reason": f"{name} has no target {key!r}"})
+            else:
+                targets.append(BatchTarget(key, urls[key]))
         # the event log takes materialisations in blocks of this size (see _materialisation_events)
         os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(settings.event_batch_size()))
-        fetch_settings = fetcher.settings_for(contract.fetch)
         runner = BatchRunner(
-            loaded, project_store, artifacts.get(), context.run.run_id,
-            fetcher_factory=lambda: async_fetcher_for(fetch_settings, loaded.base_dir,
-                                                      max_connections=settings.max_connections()),
+            loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
             settings=BatchSettings(per_host=contract.fetch.concurrency, max_connections=settings.max_connections(),
                                    parse_workers=settings.parse_workers()),
         )

@@ -1,14 +1,18 @@
 """Many targets of one contract in one run: fetch concurrently, parse on every core, gate in chunks.
 
-Three kinds of work overlap:
+Two kinds of work overlap:
 
-- an asyncio loop in a thread fetches (a global cap on connections, ``fetch.concurrency`` per host);
-- a pool of worker processes stores each page and runs the pure stages (extract, validate, decide);
-- the caller's thread heals (it writes selector versions), records each chunk of outcomes in one store
-  transaction, and gets the committed chunk back to report it (the Dagster op turns it into events).
+- worker processes each fetch a share of the targets on their own asyncio loop (the contract's
+  ``fetch.concurrency`` per host and the global connection cap are split between them), store each page
+  and run the pure stages (extract, validate, decide);
+- the run's own process heals (it writes selector versions and tells the workers), records each chunk of
+  outcomes in one store transaction, and hands the committed chunk to the caller (the Dagster op turns it
+  into events, which costs the run's process most of its time on the SQLite instance).
 
-Memory is bounded by the concurrency, not by the number of targets: at most ``max_connections`` pages are
-being fetched and ``max_inflight`` are waiting for or inside a worker; what queues up behind the caller is
+Fetching in the workers rather than in a thread of the run's process was measured: the run's process is
+busy writing Dagster events, and a fetch loop beside it fought for its interpreter lock (2,000 pages, first
+sweep: 66 pages/s with the fetch thread, see the README for the figures now). Memory is bounded by the
+concurrency, not by the number of targets: a worker holds at most its lanes' pages; what travels back is
 small (a record and its story, no page). One target's failure, timeout or quarantine never holds up the
 others, and a chunk is committed whole or not at all, so a crash leaves every target either recorded
 once or not at all; running the batch again finds the recorded ones unchanged.
@@ -17,19 +21,18 @@ once or not at all; running the batch again finds the recorded ones unchanged.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import multiprocessing
 import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from scrape_contracts.adapters.artifacts import ArtifactStore
-from scrape_contracts.adapters.store import PartitionState, ProjectStore, SelectorVersion
+from scrape_contracts.adapters.store import ProjectStore, SelectorVersion
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.service import gate, scrape
@@ -48,13 +51,9 @@ class BatchTarget:
 class BatchSettings:
     per_host: int = 4
     max_connections: int = 32
-    parse_workers: int = 2  # 0: parse in a thread of this process
+    parse_workers: int = 2  # processes that fetch and parse; 0: one thread of the run's process
     chunk_size: int = 100  # targets per store transaction
     flush_seconds: float = 1.0  # commit a partial chunk after this long, so progress shows while fetching
-
-    @property
-    def max_inflight(self) -> int:
-        return max(4, 4 * max(1, self.parse_workers))
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,8 @@ class BatchStats:
 
 @dataclass(frozen=True)
 class _Done:
-    error: BaseException | None = None
+    worker: int
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,41 +108,110 @@ class _Item:
     failure: FetchFailure | None = None
 
 
-# ---- the worker processes -------------------------------------------------------------------------------
-_worker: dict[str, Any] = {}
+@dataclass(frozen=True)
+class _Share:
+    """What one worker needs to fetch and process its share of a batch (pickled once per worker)."""
+
+    index: int
+    loaded: LoadedContract
+    fetch_settings: Any  # FetchSettings, with deployment overrides applied
+    artifacts_root: str
+    targets: tuple[BatchTarget, ...]
+    previous: dict[str, Previous]
+    validators: dict[str, tuple[str | None, str | None]]
+    selectors: SelectorVersion
+    per_host: int
+    max_connections: int
 
 
-def _init_worker(loaded: LoadedContract, artifacts_root: str) -> None:
-    _worker["loaded"] = loaded
-    _worker["artifacts"] = ArtifactStore(artifacts_root)
+# ---- the workers: each fetches and processes its share --------------------------------------------------
+def _worker_main(share: _Share, results: Any, control: Any) -> None:
+    """A worker's life: fetch its targets concurrently, process each page, hand back small results."""
+    try:
+        asyncio.run(_Worker(share, results, control).run())
+    except BaseException as exc:  # noqa: BLE001 (reported to the run, which records the targets as failed)
+        results.put(_Done(share.index, f"{type(exc).__name__}: {exc}"))
+        return
+    results.put(_Done(share.index))
 
 
-def _process(target: BatchTarget, page: Any, previous: Previous | None, selectors: SelectorVersion
-             ) -> tuple[ScrapeResult | Validated, tuple[StageEvent, ...]]:
-    """Store the page and run the pure stages; the story travels back with the result."""
-    loaded, artifacts = _worker["loaded"], _worker["artifacts"]
-    story = StoryRecorder()
-    fetched = scrape.observe_page(loaded, target.partition, target.url, page, previous, artifacts, story)
-    out = scrape.process_page(loaded, fetched, None if fetched.unchanged else page.html, selectors, story)
-    return out, tuple(story.events)
+class _Worker:
+    def __init__(self, share: _Share, results: Any, control: Any) -> None:
+        self.share = share
+        self.loaded = share.loaded
+        self.artifacts = ArtifactStore(share.artifacts_root)
+        self.results = results
+        self.control = control
+        self.selectors = share.selectors
+
+    def _latest_selectors(self) -> SelectorVersion:
+        # a heal elsewhere in the batch: use its selectors from now on
+        while True:
+            try:
+                self.selectors = self.control.get_nowait()
+            except queue.Empty:
+                return self.selectors
+
+    async def run(self) -> None:
+        from scrape_contracts.adapters.fetch import async_fetcher_for
+
+        share = self.share
+        per_host: dict[str, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(share.per_host))
+        hosts = {urlsplit(t.url).hostname for t in share.targets}
+        lanes = max(1, min(share.max_connections, share.per_host * len(hosts), len(share.targets)))
+        pending = iter(share.targets)
+        fetcher = async_fetcher_for(share.fetch_settings, self.loaded.base_dir, max_connections=share.max_connections)
+
+        async def lane() -> None:
+            for target in pending:
+                async with per_host[urlsplit(target.url).hostname or ""]:
+                    item = await self.fetch(fetcher, target)
+                # parsing here holds the loop for a few ms: the other lanes' bytes wait in the kernel
+                self.results.put(self.process(target, item))
+
+        try:
+            await asyncio.gather(*(lane() for _ in range(lanes)))
+        finally:
+            await fetcher.aclose()
+
+    async def fetch(self, fetcher: Any, target: BatchTarget) -> Any:
+        before = self.share.previous.get(target.partition)
+        # validators are only worth sending when there is accepted data to fall back on
+        etag, last_modified = self.share.validators.get(target.partition, (None, None)) if before else (None, None)
+        try:
+            return await fetcher.fetch(target.url, etag=etag, last_modified=last_modified)
+        except Exception as exc:  # noqa: BLE001 (one target's failure is its own, never the batch's)
+            return exc
+
+    def process(self, target: BatchTarget, page: Any) -> _Item:
+        if isinstance(page, Exception):
+            return _failure(self.loaded.contract.name, target, page)
+        try:
+            story = StoryRecorder()
+            before = self.share.previous.get(target.partition)
+            fetched = scrape.observe_page(self.loaded, target.partition, target.url, page, before, self.artifacts,
+                                          story)
+            html = None if fetched.unchanged else page.html
+            out = scrape.process_page(self.loaded, fetched, html, self._latest_selectors(), story)
+            return _Item(target, tuple(story.events), out)
+        except Exception as exc:  # noqa: BLE001
+            return _failure(self.loaded.contract.name, target, exc)
 
 
-# ---- the runner ----------------------------------------------------------------------------------------
-FetcherFactory = Callable[[], Any]  # → an object with ``async fetch(url, etag=, last_modified=)`` and ``aclose()``
-
-
+# ---- the runner: the run's own process ------------------------------------------------------------------
 class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
-                 fetcher_factory: FetcherFactory, settings: BatchSettings = BatchSettings()) -> None:
+                 fetch_settings: Any, settings: BatchSettings = BatchSettings()) -> None:
         self.loaded = loaded
         self.contract = loaded.contract
         self.store = store
         self.artifacts = artifacts
         self.run_id = run_id
-        self.fetcher_factory = fetcher_factory
+        self.fetch_settings = fetch_settings
         self.settings = settings
         self.stats = BatchStats()
         self._selectors = store.current_selectors(self.contract.name, self.contract.selectors())
+        self._controls: list[Any] = []
 
     def run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
         """Scrape ``targets``; yields each chunk of outcomes after it is committed to the store."""
@@ -151,47 +220,68 @@ class BatchRunner:
         previous = {v.partition: Previous(dict(v.record), v.version, v.page_sha256)
                     for v in self.store.latest_accepted_all(self.contract.name, names)}
         states = self.store.states(self.contract.name)
-        handoff: queue.Queue[_Item | _Done] = queue.Queue(maxsize=max(self.settings.chunk_size * 2, 64))
-        pool = self._pool()
-        thread = threading.Thread(target=self._fetch_thread, args=(targets, previous, states, pool, handoff),
-                                  name="scrape-contracts-fetch", daemon=True)
-        thread.start()
+        # never more workers than requests allowed per host: each worker gets a whole share of the politeness
+        count = max(1, min(self.settings.parse_workers, self.settings.per_host, len(targets) or 1))
+        in_threads = self.settings.parse_workers <= 0
+        # spawn, not fork: the run's process has threads (Dagster's), and a forked child would inherit their
+        # locks mid-flight
+        ctx = None if in_threads else multiprocessing.get_context("spawn")
+        results: Any = queue.Queue() if in_threads else ctx.Queue()
+        self._controls = [queue.Queue() if in_threads else ctx.Queue() for _ in range(count)]
+        per_host = max(1, self.settings.per_host // count)
+        connections = max(1, self.settings.max_connections // count)
+        workers = []
+        for index in range(count):
+            mine = tuple(targets[index::count])
+            share = _Share(index, self.loaded, self.fetch_settings, str(self.artifacts.root), mine,
+                           {t.partition: previous[t.partition] for t in mine if t.partition in previous},
+                           {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
+                            for t in mine if t.partition in states},
+                           self._selectors, per_host, connections)
+            args = (share, results, self._controls[index])
+            worker = (threading.Thread(target=_worker_main, args=args, daemon=True) if in_threads
+                      else ctx.Process(target=_worker_main, args=args, daemon=True))
+            worker.start()
+            workers.append(worker)
         try:
-            yield from self._consume(handoff)
+            yield from self._consume(results, workers, targets)
         finally:
-            thread.join(timeout=60)
-            pool.shutdown(wait=True, cancel_futures=True)
+            for worker in workers:
+                worker.join(timeout=10)
+                if worker.is_alive() and not in_threads:
+                    worker.terminate()
             self.stats.finished = time.monotonic()
 
-    def _pool(self) -> concurrent.futures.Executor:
-        if self.settings.parse_workers <= 0:
-            _init_worker(self.loaded, str(self.artifacts.root))
-            return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrape-contracts-parse")
-        # spawn, not fork: the run's process has threads (Dagster's and the fetch loop), and a forked child
-        # would inherit their locks mid-flight
-        return concurrent.futures.ProcessPoolExecutor(
-            max_workers=self.settings.parse_workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker, initargs=(self.loaded, str(self.artifacts.root)))
-
-    # -- the caller's side: heal, commit, report -----------------------------------------------------------
-    def _consume(self, handoff: queue.Queue) -> Iterator[list[TargetOutcome]]:
+    # -- heal, commit, report -------------------------------------------------------------------------------
+    def _consume(self, results: Any, workers: list[Any], targets: Sequence[BatchTarget]
+                 ) -> Iterator[list[TargetOutcome]]:
         pending: list[_Item] = []
+        seen: set[str] = set()
+        finished: dict[int, str | None] = {}
         last_flush = time.monotonic()
-        while True:
+        while len(finished) < len(workers):
             try:
-                item = handoff.get(timeout=self.settings.flush_seconds)
+                item = results.get(timeout=self.settings.flush_seconds)
             except queue.Empty:
                 item = None
+                for index, worker in enumerate(workers):
+                    if index not in finished and not worker.is_alive():
+                        # died without a word (killed, out of memory): its unreported targets fail below
+                        finished[index] = f"batch worker {index} died (exit code {getattr(worker, 'exitcode', '?')})"
             if isinstance(item, _Done):
-                if item.error is not None:
-                    raise item.error
-                break
-            if item is not None:
+                finished[item.worker] = item.error
+            elif item is not None:
+                seen.add(item.target.partition)
                 pending.append(self._settle(item))
             due = time.monotonic() - last_flush >= self.settings.flush_seconds
             if pending and (len(pending) >= self.settings.chunk_size or due):
                 yield self._commit(pending)
                 pending, last_flush = [], time.monotonic()
+        errors = "; ".join(e for e in finished.values() if e)
+        for target in targets:
+            if target.partition not in seen:
+                pending.append(_failure(self.contract.name, target,
+                                        RuntimeError(errors or "the batch worker stopped before this target")))
         if pending:
             yield self._commit(pending)
 
@@ -213,6 +303,8 @@ class BatchRunner:
         result = scrape.heal_and_decide(self.loaded, validated, self.run_id, self.artifacts, self.store, story)
         if result.heal.selector_version:
             self._selectors = self.store.current_selectors(self.contract.name, self.contract.selectors())
+            for control in self._controls:
+                control.put(self._selectors)
         return _Item(item.target, tuple(story.events), result)
 
     def _commit(self, items: list[_Item]) -> list[TargetOutcome]:
@@ -229,67 +321,6 @@ class BatchRunner:
             self.stats.add(outcome)
             outcomes.append(outcome)
         return outcomes
-
-    # -- the fetch loop's side ----------------------------------------------------------------------------
-    def _fetch_thread(self, targets: Sequence[BatchTarget], previous: dict[str, Previous],
-                      states: dict[str, PartitionState], pool: concurrent.futures.Executor,
-                      handoff: queue.Queue) -> None:
-        try:
-            asyncio.run(self._fetch_all(targets, previous, states, pool, handoff))
-        except BaseException as exc:  # noqa: BLE001 (handed to the caller's thread, which raises it)
-            handoff.put(_Done(exc))
-            return
-        handoff.put(_Done())
-
-    async def _fetch_all(self, targets: Sequence[BatchTarget], previous: dict[str, Previous],
-                         states: dict[str, PartitionState], pool: concurrent.futures.Executor,
-                         handoff: queue.Queue) -> None:
-        loop = asyncio.get_running_loop()
-        per_host: dict[str, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(self.settings.per_host))
-        parse_slots = asyncio.Semaphore(self.settings.max_inflight)
-        hosts = {urlsplit(t.url).hostname for t in targets}
-        lanes = max(1, min(self.settings.max_connections, self.settings.per_host * len(hosts), len(targets)))
-        pending = iter(targets)
-        fetcher = self.fetcher_factory()
-
-        async def hand(item: _Item) -> None:
-            # a full queue means the caller is behind: wait in a thread, never block the loop
-            await loop.run_in_executor(None, handoff.put, item)
-
-        async def one(target: BatchTarget) -> _Item:
-            before = previous.get(target.partition)
-            state = states.get(target.partition)
-            # validators are only worth sending when there is accepted data to fall back on
-            etag = state.etag if state and before else None
-            last_modified = state.last_modified if state and before else None
-            try:
-                async with per_host[urlsplit(target.url).hostname or ""]:
-                    page = await fetcher.fetch(target.url, etag=etag, last_modified=last_modified)
-            except Exception as exc:  # noqa: BLE001 (one target's failure is its own, never the batch's)
-                return _failure(self.contract.name, target, exc)
-            try:
-                if page.not_modified and before is not None:
-                    # 304: nothing to parse, so no need to cross to a worker
-                    story = StoryRecorder()
-                    fetched = scrape.observe_page(self.loaded, target.partition, target.url, page, before,
-                                                  self.artifacts, story)
-                    out = scrape.process_page(self.loaded, fetched, None, self._selectors, story)
-                    return _Item(target, tuple(story.events), out)
-                async with parse_slots:
-                    future = pool.submit(_process, target, page, before, self._selectors)
-                    out, story_events = await asyncio.wrap_future(future)
-                return _Item(target, story_events, out)
-            except Exception as exc:  # noqa: BLE001
-                return _failure(self.contract.name, target, exc)
-
-        async def lane() -> None:
-            for target in pending:
-                await hand(await one(target))
-
-        try:
-            await asyncio.gather(*(lane() for _ in range(lanes)))
-        finally:
-            await fetcher.aclose()
 
 
 def _failure(contract: str, target: BatchTarget, exc: Exception) -> _Item:

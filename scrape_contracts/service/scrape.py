@@ -37,6 +37,14 @@ def target_url(loaded: LoadedContract, store: ProjectStore, partition: str) -> s
     return url
 
 
+def target_urls(loaded: LoadedContract, store: ProjectStore) -> dict[str, str]:
+    """partition key → URL of every target of the contract (one read for a dynamic contract)."""
+    contract = loaded.contract
+    if contract.is_dynamic:
+        return store.list_targets(contract.name)
+    return {target.partition_key: target.url for target in contract.static_targets}
+
+
 def previous_of(store: ProjectStore, contract: str, partition: str) -> Previous | None:
     latest = store.latest_accepted(contract, partition)
     return Previous(dict(latest.record), latest.version, latest.page_sha256) if latest else None

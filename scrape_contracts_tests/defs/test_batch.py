@@ -188,11 +188,12 @@ warnings.filterwarnings("ignore")
 import dagster as dg
 from scrape_contracts.defs import build_definitions
 from scrape_contracts.defs.batch import batch_job_name
-defs = build_definitions(sys.argv[1])
-instance = dg.DagsterInstance.get()
-job = defs.resolve_job_def(batch_job_name("shop"))
-result = job.execute_in_process(instance=instance, raise_on_error=False)
-print("SUCCESS" if result.success else "FAILED", result.run_id)
+if __name__ == "__main__":  # the batch's worker processes are spawned: they import this file
+    defs = build_definitions(sys.argv[1])
+    instance = dg.DagsterInstance.get()
+    job = defs.resolve_job_def(batch_job_name("shop"))
+    result = job.execute_in_process(instance=instance, raise_on_error=False)
+    print("SUCCESS" if result.success else "FAILED", result.run_id)
 """
 
 

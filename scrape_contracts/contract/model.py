@@ -208,8 +208,10 @@ class Contract(_Strict):
     schedule: Schedule | None = None
     healing: Healing = Field(default_factory=Healing)
     batch_size: int = Field(
-        500, ge=1, le=10_000,
-        description="Targets per batched run: `scrape-contracts run` and the schedule launch one run per batch.",
+        2000, ge=1, le=20_000,
+        description="Targets per batched run: `scrape-contracts run` and the schedule launch one run per batch. "
+                    "Each run pays a few seconds to start and its own worker processes: on a small machine fewer, "
+                    "larger runs are faster; lower it to spread a contract over several run workers.",
     )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)

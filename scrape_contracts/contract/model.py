@@ -244,14 +244,12 @@ class Contract(_Strict):
     @classmethod
     def _schema_is_valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None:
-            from jsonschema import Draft202012Validator
-            from jsonschema.exceptions import SchemaError
+            from scrape_contracts.engine.schema import schema_problems
 
-            try:
-                Draft202012Validator.check_schema(value)
-            except SchemaError as exc:
-                path = "/".join(str(p) for p in exc.path) or "(root)"
-                raise ValueError(f"invalid JSON Schema at {path}: {exc.message}") from None
+            # every problem at once, and no $ref that would be downloaded at run time
+            problems = schema_problems(value)
+            if problems:
+                raise ValueError(f"invalid JSON Schema: {'; '.join(problems)}")
         return value
 
     @model_validator(mode="after")

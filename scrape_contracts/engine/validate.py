@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from typing import Any, Protocol
 
-from jsonschema import Draft202012Validator
+from referencing.exceptions import Unresolvable
 
 from scrape_contracts.engine.diff import change_pct, comparable
+from scrape_contracts.engine.schema import describe_unresolvable, record_validator
 
 
 class RulesLike(Protocol):
@@ -55,19 +55,17 @@ REQUIRED_CHECK = "required_fields_present"
 CHANGE_CHECK = "change_within_limit"
 
 
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Draft202012Validator:
-    import json
-
-    return Draft202012Validator(json.loads(schema_json))
-
-
 def validate_schema(record: Mapping[str, Any], schema: Mapping[str, Any]) -> list[Violation]:
-    import json
-
-    validator = _validator(json.dumps(schema, sort_keys=True))
+    """Every schema error of ``record`` (not only the first), one violation each."""
+    validator = record_validator(schema)
+    try:
+        errors = list(validator.iter_errors(dict(record)))
+    except Unresolvable as exc:  # jsonschema wraps it in its own subclass
+        # the loader refuses such schemas; a contract model built in code could still carry one
+        return [Violation(SCHEMA_CHECK, None, "schema.$ref",
+                          f"record: the schema's $ref {getattr(exc, 'ref', '')!r} {describe_unresolvable(exc)}")]
     violations = []
-    for error in sorted(validator.iter_errors(dict(record)), key=lambda e: list(e.path)):
+    for error in sorted(errors, key=lambda e: [str(p) for p in e.path]):
         field = str(error.path[0]) if error.path else None
         if error.validator == "required" and not error.path:
             continue  # reported once, per field, by required_fields_present

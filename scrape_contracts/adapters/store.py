@@ -129,6 +129,14 @@ class AlreadyAccepted(StoreError):
     pass
 
 
+class StaleCandidate(StoreError):
+    """The candidate was compared with an accepted version that is no longer the newest: decide again."""
+
+    def __init__(self, message: str, newest: int) -> None:
+        super().__init__(message)
+        self.newest = newest
+
+
 class SelectorConflict(StoreError):
     """Another run added a selector version first: reload and retry."""
 
@@ -149,6 +157,7 @@ class NewCandidate:
     action: str
     reason: str | None = None  # why it is quarantined
     validators: dict[str, str] | None = None  # etag/last_modified to remember for an unchanged page
+    compared_with: int | None = None  # the accepted version it was diffed against (accept: compare-and-swap)
 
 
 @dataclass(frozen=True)
@@ -396,41 +405,61 @@ class ProjectStore:
         with self._tx() as conn:
             self._lock_partitions(conn, {(i.contract, i.partition) for i in items})
             next_version = self._next_versions(conn, [i for i in items if i.action == "accept"])
-            status = {"accept": "accepted", "reject": "rejected", "unchanged": "unchanged"}
-            rows = conn.execute(candidates.insert().returning(candidates.c.id, sort_by_parameter_order=True), [{
-                "contract": i.contract, "partition": i.partition, "run_id": i.run_id, "url": i.url,
-                "record": i.record, "outcome": i.outcome, "status": status.get(i.action, "pending"),
-                "details": i.details, "page_sha256": i.page_sha256, "selector_version": i.selector_version,
-                "created_at": now} for i in items]).all()
-            ids = [row.id for row in rows]
-            accepted_now = [(cid, i) for cid, i in zip(ids, items, strict=True) if i.action == "accept"]
-            versions: dict[int, int] = {}
-            for cid, item in accepted_now:
-                versions[cid] = next_version[(item.contract, item.partition)]
-                next_version[(item.contract, item.partition)] += 1
-            if accepted_now:
-                conn.execute(accepted.insert(), [{
-                    "contract": i.contract, "partition": i.partition, "version": versions[cid], "record": i.record,
-                    "url": i.url, "candidate_id": cid, "run_id": i.run_id, "page_sha256": i.page_sha256,
-                    "source": "scrape", "reviewer": None, "reason": None, "created_at": now}
-                    for cid, i in accepted_now])
-                self._supersede_reviews(conn, [i for _, i in accepted_now])
-                conn.execute(_state_update(("heal_attempts", "last_page_sha256", "etag", "last_modified")), [{
-                    "c": i.contract, "p": i.partition, "heal_attempts": 0, "last_page_sha256": i.page_sha256,
-                    "etag": (i.validators or {}).get("etag"), "last_modified": (i.validators or {}).get("last_modified"),
-                    "updated_at": now} for _, i in accepted_now])
-            retagged = [i for i in items if i.action == "unchanged" and i.validators]
-            if retagged:
-                # same data under new validators (a re-tagged page): remember them, so the next run gets a 304
-                conn.execute(_state_update(("etag", "last_modified")), [{
-                    "c": i.contract, "p": i.partition, "etag": i.validators.get("etag"),
-                    "last_modified": i.validators.get("last_modified"), "updated_at": now} for i in retagged])
-            recorded = []
-            for cid, item in zip(ids, items, strict=True):
-                if item.action == "quarantine":
-                    recorded.append(RecordedCandidate(cid, self._quarantine(conn, cid, item.reason or "review")))
-                else:
-                    recorded.append(RecordedCandidate(cid, status.get(item.action, "pending"), versions.get(cid)))
+            # compare-and-swap: an accept diffed against a version that is no longer the newest is not
+            # recorded here; the caller decides again against the newest (see accept)
+            newest = {key: version - 1 for key, version in next_version.items()}
+            stale, accepting = set(), set()
+            for n, item in enumerate(items):
+                if item.action != "accept":
+                    continue
+                key = (item.contract, item.partition)
+                # a second accept of one partition in a chunk was compared with the same old version too
+                if key in accepting or newest[key] != (item.compared_with or 0):
+                    stale.add(n)
+                accepting.add(key)
+            fresh = [i for n, i in enumerate(items) if n not in stale]
+            recorded = self._record_fresh(conn, fresh, next_version, now) if fresh else []
+        done = iter(recorded)
+        return [RecordedCandidate(0, "stale", newest[(i.contract, i.partition)]) if n in stale else next(done)
+                for n, i in enumerate(items)]
+
+    def _record_fresh(self, conn: Connection, items: Sequence[NewCandidate],
+                      next_version: dict[tuple[str, str], int], now: dt.datetime) -> list[RecordedCandidate]:
+        status = {"accept": "accepted", "reject": "rejected", "unchanged": "unchanged"}
+        rows = conn.execute(candidates.insert().returning(candidates.c.id, sort_by_parameter_order=True), [{
+            "contract": i.contract, "partition": i.partition, "run_id": i.run_id, "url": i.url,
+            "record": i.record, "outcome": i.outcome, "status": status.get(i.action, "pending"),
+            "details": i.details, "page_sha256": i.page_sha256, "selector_version": i.selector_version,
+            "created_at": now} for i in items]).all()
+        ids = [row.id for row in rows]
+        accepted_now = [(cid, i) for cid, i in zip(ids, items, strict=True) if i.action == "accept"]
+        versions: dict[int, int] = {}
+        for cid, item in accepted_now:
+            versions[cid] = next_version[(item.contract, item.partition)]
+            next_version[(item.contract, item.partition)] += 1
+        if accepted_now:
+            conn.execute(accepted.insert(), [{
+                "contract": i.contract, "partition": i.partition, "version": versions[cid], "record": i.record,
+                "url": i.url, "candidate_id": cid, "run_id": i.run_id, "page_sha256": i.page_sha256,
+                "source": "scrape", "reviewer": None, "reason": None, "created_at": now}
+                for cid, i in accepted_now])
+            self._supersede_reviews(conn, [i for _, i in accepted_now])
+            conn.execute(_state_update(("heal_attempts", "last_page_sha256", "etag", "last_modified")), [{
+                "c": i.contract, "p": i.partition, "heal_attempts": 0, "last_page_sha256": i.page_sha256,
+                "etag": (i.validators or {}).get("etag"), "last_modified": (i.validators or {}).get("last_modified"),
+                "updated_at": now} for _, i in accepted_now])
+        retagged = [i for i in items if i.action == "unchanged" and i.validators]
+        if retagged:
+            # same data under new validators (a re-tagged page): remember them, so the next run gets a 304
+            conn.execute(_state_update(("etag", "last_modified")), [{
+                "c": i.contract, "p": i.partition, "etag": i.validators.get("etag"),
+                "last_modified": i.validators.get("last_modified"), "updated_at": now} for i in retagged])
+        recorded = []
+        for cid, item in zip(ids, items, strict=True):
+            if item.action == "quarantine":
+                recorded.append(RecordedCandidate(cid, self._quarantine(conn, cid, item.reason or "review")))
+            else:
+                recorded.append(RecordedCandidate(cid, status.get(item.action, "pending"), versions.get(cid)))
         return recorded
 
     def _lock_partitions(self, conn: Connection, keys: set[tuple[str, str]]) -> None:
@@ -510,14 +539,22 @@ class ProjectStore:
 
     # ---- accepted versions ------------------------------------------------------------------------
     def accept(self, candidate_id: int, *, run_id: str, source: str = "scrape", reviewer: str | None = None,
-               reason: str | None = None, allowed_status: Sequence[str] = ("pending",)) -> AcceptedVersion:
-        """Make a candidate the newest accepted version of its partition, exactly once."""
+               reason: str | None = None, allowed_status: Sequence[str] = ("pending",),
+               compared_with: int | None | type(...) = ...) -> AcceptedVersion:
+        """Make a candidate the newest accepted version of its partition, exactly once.
+
+        ``compared_with``: the accepted version the candidate was diffed against (None: there was none).
+        When another version was accepted since, StaleCandidate is raised and nothing changes: the caller
+        diffs against the newest and decides again (two overlapping runs never both pass the change limit
+        against the same old version).
+        """
         with self._tx() as conn:
             return self._accept(conn, candidate_id, run_id=run_id, source=source, reviewer=reviewer,
-                                reason=reason, allowed_status=allowed_status)
+                                reason=reason, allowed_status=allowed_status, compared_with=compared_with)
 
     def _accept(self, conn: Connection, candidate_id: int, *, run_id: str, source: str, reviewer: str | None,
-                reason: str | None, allowed_status: Sequence[str]) -> AcceptedVersion:
+                reason: str | None, allowed_status: Sequence[str],
+                compared_with: int | None | type(...) = ...) -> AcceptedVersion:
         row = conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).first()
         if row is None:
             raise StoreError(f"candidate {candidate_id} does not exist")
@@ -530,10 +567,14 @@ class ProjectStore:
         if status not in allowed_status:
             raise StoreError(f"candidate {candidate_id} of {cand.contract}/{cand.partition} is {status}, "
                              f"not {' or '.join(allowed_status)}")
-        version = (conn.execute(
+        newest = conn.execute(
             sa.select(sa.func.max(accepted.c.version))
             .where(accepted.c.contract == cand.contract, accepted.c.partition == cand.partition)
-        ).scalar() or 0) + 1
+        ).scalar() or 0
+        if compared_with is not ... and newest != (compared_with or 0):
+            raise StaleCandidate(f"candidate {candidate_id} of {cand.contract}/{cand.partition} was compared with "
+                                 f"version {compared_with or 0}, but version {newest} is the newest now", newest)
+        version = newest + 1
         try:
             conn.execute(accepted.insert().values(
                 contract=cand.contract, partition=cand.partition, version=version, record=cand.record,
@@ -845,6 +886,6 @@ def _selector_version(row: Any) -> SelectorVersion:
 
 
 __all__ = [
-    "AcceptedVersion", "AlreadyAccepted", "Candidate", "NewCandidate", "RecordedCandidate", "NothingToReview", "OperationalError", "PartitionState",
+    "AcceptedVersion", "AlreadyAccepted", "Candidate", "NewCandidate", "RecordedCandidate", "StaleCandidate", "NothingToReview", "OperationalError", "PartitionState",
     "ProjectStore", "Review", "SelectorConflict", "SelectorVersion", "StoreError", "Superseded",
 ]

@@ -135,10 +135,16 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
                  store: ProjectStoreResource) -> dg.MaterializeResult:
         """The candidate that passed every blocking check becomes the accepted version."""
         try:
-            recorded = gate.accept(store.get(), candidate, context.run.run_id)
+            recorded = gate.accept(store.get(), candidate, context.run.run_id, loaded)
         except StoreError as exc:
             raise dg.Failure(description=f"cannot accept candidate {candidate.id}: {exc}",
                              allow_retries=False) from None
+        if recorded.status in ("quarantined", "rejected", "superseded"):
+            # another run accepted a newer version while this one ran; against it, this candidate fails
+            raise dg.Failure(description=(
+                f"not accepted: another run accepted a newer version of {name}/{candidate.partition} meanwhile, "
+                f"and against it this candidate is {recorded.status}: {recorded.quarantine_reason}"
+                + (f" ({REVIEW_HINT})" if recorded.status == "quarantined" else "")), allow_retries=False)
         context.log.info(f"candidate {candidate.id} ({candidate.outcome}): {recorded.status}")
         return dg.MaterializeResult(metadata=accepted_metadata(
             outcome=candidate.outcome, candidate_id=candidate.id, url=candidate.url, record=candidate.record,

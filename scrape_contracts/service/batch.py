@@ -309,13 +309,13 @@ class BatchRunner:
 
     def _commit(self, items: list[_Item]) -> list[TargetOutcome]:
         results = [i.result for i in items if isinstance(i.result, ScrapeResult)]
-        recorded = iter(gate.record_results(self.store, results, self.run_id) if results else [])
+        recorded = iter(gate.record_results(self.store, results, self.run_id, self.loaded) if results else [])
         outcomes = []
         for item in items:
             if isinstance(item.result, ScrapeResult):
-                rec = next(recorded)
-                story = item.story + (_decision_event(item.result, rec),)
-                outcome = TargetOutcome(item.target.partition, item.target.url, story, item.result, rec)
+                result, rec = next(recorded)
+                story = item.story + (_decision_event(result, rec),)
+                outcome = TargetOutcome(item.target.partition, item.target.url, story, result, rec)
             else:
                 outcome = TargetOutcome(item.target.partition, item.target.url, item.story, failure=item.failure)
             self.stats.add(outcome)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scrape_contracts.adapters.store import Candidate, NewCandidate, ProjectStore, StoreError
+from scrape_contracts.adapters.store import Candidate, NewCandidate, ProjectStore, StaleCandidate, StoreError
+from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
+from scrape_contracts.service import scrape
 from scrape_contracts.service.records import Recorded, ScrapeResult
 
 
@@ -34,7 +36,9 @@ def _action(result: ScrapeResult, *, accept: bool) -> str:
 
 def _new_candidate(result: ScrapeResult, run_id: str, *, accept: bool) -> NewCandidate:
     validators = {k: v for k, v in result.fetched.validators.items() if v}
+    previous = result.fetched.previous
     return NewCandidate(
+        compared_with=previous.version if previous else None,
         contract=result.contract, partition=result.partition, run_id=run_id, url=result.url, record=result.record,
         outcome=result.outcome.value, details=result.details(), page_sha256=result.page_sha256,
         selector_version=result.selector_version, action=_action(result, accept=accept),
@@ -49,18 +53,40 @@ def store_candidate(store: ProjectStore, result: ScrapeResult, run_id: str) -> R
                     quarantine_reason(result) if row.status == "quarantined" else None)
 
 
-def record_results(store: ProjectStore, results: Sequence[ScrapeResult], run_id: str) -> list[Recorded]:
-    """Batch path: store and decide a chunk of candidates in one transaction."""
-    rows = store.record_candidates([_new_candidate(r, run_id, accept=True) for r in results])
-    return [Recorded(row.candidate_id, r.outcome, row.status, row.accepted_version,
-                     quarantine_reason(r) if row.status == "quarantined" else None)
-            for r, row in zip(results, rows, strict=True)]
+def record_results(store: ProjectStore, results: Sequence[ScrapeResult], run_id: str, loaded: LoadedContract
+                   ) -> list[tuple[ScrapeResult, Recorded]]:
+    """Batch path: store and decide a chunk of candidates in one transaction.
+
+    A candidate whose target got a newer accepted version meanwhile (another run) is diffed against that
+    version and decided again, so it may come back quarantined or unchanged instead of accepted.
+    """
+    final: dict[int, tuple[ScrapeResult, Recorded]] = {}
+    pending = list(enumerate(results))
+    for _ in range(_MAX_REDECISIONS):
+        rows = store.record_candidates([_new_candidate(r, run_id, accept=True) for _, r in pending])
+        retry = []
+        for (index, result), row in zip(pending, rows, strict=True):
+            if row.status == "stale":
+                retry.append((index, scrape.redecide(loaded, result, scrape.previous_of(
+                    store, result.contract, result.partition))))
+            else:
+                final[index] = (result, Recorded(row.candidate_id, result.outcome, row.status, row.accepted_version,
+                                                 quarantine_reason(result) if row.status == "quarantined" else None))
+        if not retry:
+            return [final[i] for i in range(len(results))]
+        pending = retry
+    raise StoreError(f"could not record {len(pending)} candidate(s): other runs kept accepting newer versions")
 
 
-def accept(store: ProjectStore, candidate: Candidate, run_id: str) -> Recorded:
+_MAX_REDECISIONS = 5
+
+
+def accept(store: ProjectStore, candidate: Candidate, run_id: str, loaded: LoadedContract) -> Recorded:
     """Make a stored candidate that passed its checks the newest accepted version (exactly once).
 
-    An unchanged candidate needs no new version: it only refreshes the remembered validators.
+    An unchanged candidate needs no new version: it only refreshes the remembered validators. When another
+    run accepted a newer version since this candidate was diffed, it is diffed against that one and decided
+    again: it is accepted, or found unchanged, or quarantined for review (``Recorded.status`` says which).
     """
     outcome = Outcome(candidate.outcome)
     if outcome == Outcome.UNCHANGED:
@@ -74,5 +100,23 @@ def accept(store: ProjectStore, candidate: Candidate, run_id: str) -> Recorded:
         # materialises scrape/C alone and the candidate came from an interrupted run
         raise NotAcceptable(f"candidate {candidate.id} of {candidate.contract}/{candidate.partition} has outcome "
                             f"{outcome.value!r}; only valid or healed candidates are accepted")
-    version = store.accept(candidate.id, run_id=run_id)
-    return Recorded(candidate.id, outcome, "accepted", version.version)
+    compared_with = (candidate.details or {}).get("previous_version")
+    for _ in range(_MAX_REDECISIONS):
+        try:
+            version = store.accept(candidate.id, run_id=run_id, compared_with=compared_with)
+            return Recorded(candidate.id, outcome, "accepted", version.version)
+        except StaleCandidate:
+            previous = scrape.previous_of(store, candidate.contract, candidate.partition)
+            violations, _, outcome = scrape.rejudge(loaded, candidate.partition, candidate.record, previous,
+                                                    healed=outcome == Outcome.HEALED)
+            if outcome in (Outcome.VALID, Outcome.HEALED):
+                compared_with = previous.version if previous else None
+                continue
+            reason = "; ".join(v.message for v in violations)
+            if outcome == Outcome.REVIEW_REQUIRED:
+                status = store.quarantine(candidate.id, reason).status
+            else:
+                status = "unchanged" if outcome == Outcome.UNCHANGED else "rejected"
+                store.set_candidate_status(candidate.id, status)
+            return Recorded(candidate.id, outcome, status, previous.version if previous else None, reason or None)
+    raise StoreError(f"could not accept candidate {candidate.id}: other runs kept accepting newer versions")

@@ -16,7 +16,7 @@ from scrape_contracts.adapters.store import ProjectStore, SelectorConflict, Sele
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.diff import diff_records
 from scrape_contracts.engine.extract import extract_record
-from scrape_contracts.engine.outcome import decide_outcome
+from scrape_contracts.engine.outcome import Outcome, decide_outcome
 from scrape_contracts.engine.validate import CHANGE_CHECK, validate_rules, validate_schema
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
@@ -123,6 +123,24 @@ def decide(loaded: LoadedContract, validated: Validated, heal: HealReport, emit:
         record=record, outcome=outcome, violations=validated.violations, problems=validated.extracted.problems,
         changes=changes, heal=heal, fetched=validated.fetched, selector_version=validated.extracted.selector_version,
     )
+
+
+def rejudge(loaded: LoadedContract, partition: str, record: dict[str, Any], previous: Previous | None, *,
+            healed: bool) -> tuple[tuple[Any, ...], tuple[Any, ...], Outcome]:
+    """(violations, changes, outcome) of a record against ``previous``: the gate, without the stages' story."""
+    contract = loaded.contract
+    violations = tuple(validate_schema(record, contract.record_schema()) + validate_rules(
+        record, contract.fields, previous.record if previous else None, contract.expected_for(partition)))
+    changes = tuple(diff_records(previous.record if previous else None, record, contract.fields))
+    return violations, changes, decide_outcome(violations, changes, healed=healed, has_previous=previous is not None)
+
+
+def redecide(loaded: LoadedContract, result: ScrapeResult, previous: Previous | None) -> ScrapeResult:
+    """The same candidate, diffed against a newer accepted version (another run accepted one meanwhile)."""
+    violations, changes, outcome = rejudge(loaded, result.partition, result.record, previous,
+                                           healed=result.heal.healed)
+    return dataclasses.replace(result, violations=violations, changes=changes, outcome=outcome,
+                               fetched=dataclasses.replace(result.fetched, previous=previous))
 
 
 def heal_and_decide(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,

@@ -46,3 +46,10 @@ def _positive_int(name: str, default: int, *, allow_zero: bool = False) -> int:
     if value < (0 if allow_zero else 1):
         raise ValueError(f"{name}={raw!r} must be {'0 or more' if allow_zero else '1 or more'}")
     return value
+
+
+def fixture_root() -> Path | None:
+    """``SCRAPE_CONTRACTS_FIXTURE_ROOT``: a site snapshot every ``fixture`` contract reads instead of its
+    ``fixture_dir``; also the one folder outside the project that fixture pages may come from."""
+    raw = os.environ.get("SCRAPE_CONTRACTS_FIXTURE_ROOT")
+    return Path(raw).resolve() if raw else None

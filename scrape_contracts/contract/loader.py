@@ -77,13 +77,16 @@ def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int | None:
     return line
 
 
+_UNION_TAGS = ("function-after", "function-before", "DynamicTargets")
+
+
 def _readable_loc(loc: Sequence[Any]) -> str:
     parts: list[str] = []
     for part in loc:
         text = str(part)
         if isinstance(part, int):
             parts[-1:] = [f"{parts[-1]}[{part}]"] if parts else [f"[{part}]"]
-        elif "[" in text or text in ("function-after", "function-before") or text.startswith("list"):
+        elif "[" in text or text in _UNION_TAGS or text.startswith("list"):
             continue  # union / validator tags pydantic adds to the location
         else:
             parts.append(text)
@@ -131,7 +134,8 @@ def load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError]
     if not isinstance(data, dict):
         return None, [ContractError(file, "", "a contract must be a YAML mapping (name:, targets:, fields: ...)")]
     try:
-        return Contract.model_validate(data), []
+        # the folder confines the local paths a contract may name (fixture_dir, targets.file)
+        return Contract.model_validate(data, context={"contract_dir": path.parent}), []
     except ValidationError as exc:
         # the node tree (for line numbers) is only worth building when there is something to point at
         return None, _messages(exc, yaml.compose(text), file)

@@ -15,8 +15,9 @@ import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from scrape_contracts.contract.paths import confined_problem
 from scrape_contracts.engine.select import SelectorError, compile_selector
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -100,6 +101,16 @@ class FieldSpec(_Strict):
                 "boolean": "boolean"}[self.type]
 
 
+def _confined(setting: str, value: str | None, info: ValidationInfo) -> str | None:
+    # the loader passes the contract's folder; a contract built in code has no folder to be confined to
+    contract_dir = (info.context or {}).get("contract_dir")
+    if value is not None and contract_dir is not None:
+        problem = confined_problem(setting, value, contract_dir)
+        if problem:
+            raise ValueError(problem)
+    return value
+
+
 class Target(_Strict):
     """One page of a contract; it is one Dagster partition."""
 
@@ -139,6 +150,11 @@ class DynamicTargets(_Strict):
         None, description="A text file of URLs (one per line), relative to the contract; a sensor syncs it."
     )
 
+    @field_validator("file")
+    @classmethod
+    def _file_is_confined(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _confined("targets.file", value, info)
+
 
 class FetchSettings(_Strict):
     adapter: Literal["fixture", "http"] = "http"
@@ -157,6 +173,11 @@ class FetchSettings(_Strict):
         4, ge=1, le=64,
         description="Batched runs: requests in flight at once per host (politeness; raise it for your own sites).",
     )
+
+    @field_validator("fixture_dir")
+    @classmethod
+    def _fixture_dir_is_confined(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _confined("fetch.fixture_dir", value, info) if info.data.get("adapter") == "fixture" else value
 
     @model_validator(mode="after")
     def _fixture_dir_for_fixture(self) -> FetchSettings:

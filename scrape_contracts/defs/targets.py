@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.model import DynamicTargets, Target
+from scrape_contracts.contract.paths import confined_problem
 from scrape_contracts.defs.partitions import dynamic_partitions_name
 
 
@@ -50,6 +51,10 @@ def read_targets_file(loaded: LoadedContract) -> list[str]:
     targets = loaded.contract.targets
     if not isinstance(targets, DynamicTargets) or not targets.file:
         return []
+    # checked at load too; again here in case the file was swapped for a symlink since
+    problem = confined_problem("targets.file", targets.file, loaded.base_dir)
+    if problem:
+        raise ValueError(f"{loaded.path}: {problem}")
     path = (loaded.base_dir / targets.file).resolve()
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]

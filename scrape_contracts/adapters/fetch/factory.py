@@ -13,6 +13,7 @@ from scrape_contracts.adapters.fetch.http_async import AsyncHttpFetcher
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, ClosesOnExit, Fetcher, FetchError, Page
 from scrape_contracts.adapters.fetch.secrets import expand_header_values
 from scrape_contracts.adapters.fetch.urls import redact_url
+from scrape_contracts.contract.paths import confined_problem
 
 if TYPE_CHECKING:
     from scrape_contracts.contract.model import FetchSettings
@@ -61,6 +62,11 @@ def _adapter_for(
 ) -> Any:
     if settings.adapter == "fixture":
         assert settings.fixture_dir, "FetchSettings validation guarantees fixture_dir for the fixture adapter"
+        # checked again here, not only at load: a symlink may have been swapped in since, and the
+        # deployment's override (FetchResource) replaces fixture_dir after loading
+        problem = confined_problem("fetch.fixture_dir", settings.fixture_dir, Path(base_dir))
+        if problem:
+            return MisconfiguredFetcher(problem)
         return FixtureFetcher(Path(base_dir) / settings.fixture_dir)
     expanded = expand_header_values(settings.headers, environ)
     problem = expanded.problem()
@@ -80,7 +86,9 @@ def _adapter_for(
 def fetcher_for(
     settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None
 ) -> HttpFetcher | FixtureFetcher | MisconfiguredFetcher:
-    """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder.
+    """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder,
+    and must stay inside the folders ``contract.paths`` allows (a fetcher whose ``fetch`` raises FetchError
+    'invalid_config' otherwise).
 
     ``${NAME}`` in ``fetch.headers`` values is expanded here, per fetch, from ``environ`` (default
     ``os.environ``), so secrets stay out of the loaded contract and a rotated secret is picked up by the

@@ -34,10 +34,11 @@ class FixtureFetcher(ClosesOnExit):
         host = (parts.hostname or "").lower()
         path = unquote(parts.path)
         segments = path.split("/")
-        if host in (".", "..") or "\\" in path or "\x00" in path or ".." in segments:
+        # a leading dot covers '..' and hidden files (.env, .git) alike
+        if "\\" in path or "\x00" in path or any(part.startswith(".") for part in [host, *segments]):
             raise FetchError(
-                f"GET {safe_url} refused: the path leaves the fixture directory ('..' or a backslash); "
-                "fixture URLs must name a file under fixture_dir",
+                f"GET {safe_url} refused: the path leaves the fixture directory ('..' or a backslash) or "
+                "names a hidden file; fixture URLs must name a file under fixture_dir",
                 kind="invalid_url", url=safe_url,
             )
         base = self.root / host
@@ -53,11 +54,14 @@ class FixtureFetcher(ClosesOnExit):
         root = self.root.resolve()
         for candidate in candidates:
             if candidate.is_file():
-                # a symlink inside the fixtures must not expose files outside them
-                if not candidate.resolve().is_relative_to(root):
+                # a symlink inside the fixtures must not expose files outside them, nor hidden ones
+                resolved = candidate.resolve()
+                if not resolved.is_relative_to(root) or any(
+                    part.startswith(".") for part in resolved.relative_to(root).parts
+                ):
                     raise FetchError(
                         f"GET {safe_url} refused: {candidate} points outside the fixture directory "
-                        f"{self.root}",
+                        f"{self.root} or at a hidden file",
                         kind="invalid_url", url=safe_url,
                     )
                 return candidate

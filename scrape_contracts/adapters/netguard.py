@@ -96,7 +96,9 @@ class AddressGuard:
         self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
         self._resolve = resolver or system_resolver
 
-    def check(self, url: str) -> None:
+    def check(self, url: str) -> tuple[str, ...] | None:
+        """The addresses checked, which are the only ones the fetch may connect to (DNS may answer
+        differently next time); None when the host is a literal IP or an ``allowed_hosts`` entry."""
         try:
             parts = urlsplit(url)
         except ValueError as exc:
@@ -112,19 +114,21 @@ class AddressGuard:
         except ValueError as exc:
             raise AddressBlocked(f"the URL has an invalid port ({exc})") from exc
         if f"{host}:{port}" in self.allowed_hosts:
-            return
+            return None
         literal = _parse_ip(host)
-        addresses = [literal] if literal is not None else self._resolved(host)
-        for ip in addresses:
+        resolved = [(host, literal)] if literal is not None else self._resolved(host)
+        for _, ip in resolved:
             reason = blocked_reason(ip, allow_private=self.allow_private)
             if reason:
                 where = f"host {host!r} is" if literal is not None else f"host {host!r} resolves to {ip},"
                 opt_in_helps = blocked_reason(ip, allow_private=True) is None
                 raise AddressBlocked(f"{where} {reason}", opt_in_helps=opt_in_helps)
+        return None if literal is not None else tuple(raw for raw, _ in resolved)
 
-    def _resolved(self, host: str) -> list[IPAddress]:
-        raw = self._resolve(host)
-        addresses = [ip for ip in (_parse_ip(a) for a in raw) if ip is not None]
+    def _resolved(self, host: str) -> list[tuple[str, IPAddress]]:
+        """(address as resolved, keeping an IPv6 zone, parsed) pairs."""
+        pairs = [(str(raw), _parse_ip(str(raw))) for raw in self._resolve(host)]
+        addresses = [(raw, ip) for raw, ip in pairs if ip is not None]
         if not addresses:
             raise ResolutionFailed(f"host {host!r} did not resolve to any address")
         return addresses

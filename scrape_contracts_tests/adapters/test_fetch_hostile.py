@@ -7,7 +7,9 @@ needs a second loopback address); other names appear only behind an injected res
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from scrape_contracts.contract.model import FetchSettings
 from scrape_contracts_tests.adapters.test_fetch import (  # noqa: F401 (fixtures)
     for_contract,
     mode,
+    open_fetcher,
 )
 from scrape_contracts_tests.conftest import Harness, failure_text
 
@@ -132,3 +135,87 @@ def test_a_targets_file_swapped_for_a_symlink_after_loading_is_not_read(tmp_path
     (contracts / "urls.txt").symlink_to("/etc/passwd")
     with pytest.raises(ValueError, match="targets.file 'urls.txt' resolves to /etc/passwd, outside"):
         read_targets_file(loaded)
+
+
+# --- item 4: DNS rebinding: the connection goes to the address that was checked --------------------
+
+
+class LoopbackServer:
+    """A real HTTP server on ``host`` that answers every GET with ``name`` and records the Host header."""
+
+    def __init__(self, host: str, port: int = 0, name: str = "") -> None:
+        server = self
+        self.name = name or host
+        self.hosts: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+                server.hosts.append(self.headers.get("Host", ""))
+                body = f"<p>{server.name}</p>".encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def checked_and_fresh() -> Iterator[tuple[LoopbackServer, LoopbackServer]]:
+    """One port, two servers: 127.0.0.2 (what the injected resolver answers) and 127.0.0.1 (what a fresh
+    lookup of "localhost" gives)."""
+    try:
+        checked = LoopbackServer("127.0.0.2", name="checked")
+    except OSError as exc:
+        pytest.skip(f"no second loopback address here: {exc}")
+    try:
+        fresh = LoopbackServer("127.0.0.1", checked.port, name="fresh lookup")
+    except OSError as exc:
+        checked.close()
+        pytest.skip(f"port {checked.port} is taken on 127.0.0.1: {exc}")
+    yield checked, fresh
+    for server in (checked, fresh):
+        threading.Thread(target=server.close, daemon=True).start()
+
+
+def test_the_connection_goes_to_the_checked_address_with_the_host_name_kept(
+    open_fetcher, checked_and_fresh: tuple[LoopbackServer, LoopbackServer]
+) -> None:
+    checked, fresh = checked_and_fresh
+    fetcher = open_fetcher(allow_private_addresses=True, resolver=lambda host: ["127.0.0.2"], retries=0)
+
+    page = fetcher.fetch(f"http://localhost:{checked.port}/p")
+
+    assert page.html == "<p>checked</p>"
+    assert checked.hosts == [f"localhost:{checked.port}"] and fresh.hosts == []
+
+
+def test_a_name_rebound_to_loopback_after_the_check_is_not_fetched(
+    open_fetcher, checked_and_fresh: tuple[LoopbackServer, LoopbackServer]
+) -> None:
+    _, loopback = checked_and_fresh
+    # 3fff::/20 is documentation-only (RFC 9637): public to the guard, routed nowhere
+    answers = iter([["3fff::1"], ["127.0.0.1"]])
+    fetcher = open_fetcher(resolver=lambda host: next(answers), retries=1, backoff_s=0.0, timeout_s=0.5)
+
+    with pytest.raises(FetchError) as caught:
+        fetcher.fetch(f"http://localhost:{loopback.port}/admin")
+
+    assert loopback.hosts == []
+    error = caught.value
+    assert error.kind == "blocked_address" and "resolves to 127.0.0.1, a loopback address" in str(error)
+    # the first attempt went to the checked public address (and found nothing there), the retry was refused
+    assert len(error.attempts) == 1 and error.attempts[0]["status"] is None

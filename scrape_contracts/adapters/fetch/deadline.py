@@ -4,6 +4,7 @@ httpx's timeouts apply to each network operation, and a read timeout restarts wi
 server dripping its headers or its body one byte a second never trips one. The client states the
 deadline of the exchange under way with ``deadline_within(seconds)``; the streams of these network
 backends read it from a context variable (one per thread and per asyncio task) before every operation.
+They connect only to the addresses the address guard checked (``connect``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from contextvars import ContextVar
 from typing import Any
 
 import httpcore
+
+from scrape_contracts.adapters.fetch.connect import addresses_for
 
 _DEADLINE: ContextVar[float | None] = ContextVar("fetch_deadline", default=None)
 
@@ -66,8 +69,15 @@ class DeadlineBackend(httpcore.NetworkBackend):
         self._backend = httpcore.SyncBackend()
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, **options: Any) -> _Stream:
-        timeout = _bounded(timeout, httpcore.ConnectTimeout)
-        return _Stream(self._backend.connect_tcp(host, port, timeout, **options))
+        failure: Exception | None = None
+        for address in addresses_for(host):
+            try:
+                bounded = _bounded(timeout, httpcore.ConnectTimeout)
+                return _Stream(self._backend.connect_tcp(address, port, bounded, **options))
+            except httpcore.ConnectError as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
 
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)
@@ -103,8 +113,15 @@ class AsyncDeadlineBackend(httpcore.AsyncNetworkBackend):
     async def connect_tcp(
         self, host: str, port: int, timeout: float | None = None, **options: Any
     ) -> _AsyncStream:
-        timeout = _bounded(timeout, httpcore.ConnectTimeout)
-        return _AsyncStream(await self._backend.connect_tcp(host, port, timeout, **options))
+        failure: Exception | None = None
+        for address in addresses_for(host):
+            try:
+                bounded = _bounded(timeout, httpcore.ConnectTimeout)
+                return _AsyncStream(await self._backend.connect_tcp(address, port, bounded, **options))
+            except httpcore.ConnectError as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
 
     async def sleep(self, seconds: float) -> None:
         await self._backend.sleep(seconds)

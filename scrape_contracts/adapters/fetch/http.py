@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from scrape_contracts.adapters.fetch.client import HttpFetcherBase, default_ssl_context
+from scrape_contracts.adapters.fetch.connect import pinned_to
 from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import ClosesOnExit, Page
 from scrape_contracts.adapters.fetch.policy import Exchange, Sleep, Step
@@ -42,7 +43,8 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
 
     def _exchange(self, exchange: Exchange) -> Any:
         request = self._client.stream("GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout)
-        with deadline_within(exchange.budget_s), request as response:
+        pinned = pinned_to(exchange.url, exchange.addresses)
+        with deadline_within(exchange.budget_s), pinned, request as response:
             if exchange.start(response.status_code, response.reason_phrase, response.headers):
                 for chunk in response.iter_raw():
                     exchange.feed(chunk)

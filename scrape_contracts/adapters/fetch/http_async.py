@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from scrape_contracts.adapters.fetch.client import HttpFetcherBase, default_ssl_context
+from scrape_contracts.adapters.fetch.connect import pinned_to
 from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, Page
 from scrape_contracts.adapters.fetch.policy import Exchange, Sleep, Step
@@ -75,22 +76,22 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
             return await self._sleep(step.seconds)
         return await self._check_address(step.url)
 
-    async def _check_address(self, url: str) -> None:
+    async def _check_address(self, url: str) -> tuple[str, ...] | None:
         try:
-            self._guard.check(url)
+            return self._guard.check(url)
         except _LookupNeeded as needed:
             addresses = self._resolve(needed.host)
             if inspect.isawaitable(addresses):
                 addresses = await addresses
             token = _LOOKED_UP.set((needed.host, addresses))
             try:
-                self._guard.check(url)
+                return self._guard.check(url)
             finally:
                 _LOOKED_UP.reset(token)
 
     async def _exchange(self, exchange: Exchange) -> Any:
         request = self._client.stream("GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout)
-        with deadline_within(exchange.budget_s):
+        with deadline_within(exchange.budget_s), pinned_to(exchange.url, exchange.addresses):
             async with request as response:
                 if exchange.start(response.status_code, response.reason_phrase, response.headers):
                     async for chunk in response.aiter_raw():

@@ -61,7 +61,8 @@ class Sleep:
 
 @dataclass(frozen=True)
 class CheckAddress:
-    """Run the address guard on ``url``: return, or raise AddressBlocked / ResolutionFailed."""
+    """Run the address guard on ``url``: return what ``AddressGuard.check`` returns (the addresses
+    checked), or raise AddressBlocked / ResolutionFailed."""
 
     url: str
 
@@ -110,14 +111,16 @@ class Exchange:
     ``iter_raw()``, as it arrives); it then returns ``finish()``.
 
     ``timeout`` bounds each network operation; no operation may outlast ``budget_s``, what is left of
-    the fetch deadline.
+    the fetch deadline. A new connection goes to ``addresses``, the ones the guard checked (None: connect
+    to the host as named, a literal IP or a host exempt from the check).
     """
 
     def __init__(
         self, url: str, headers: dict[str, str], timeout: float, state: _State, max_bytes: int,
-        record: dict[str, Any],
+        record: dict[str, Any], addresses: tuple[str, ...] | None = None,
     ) -> None:
         self.url = url
+        self.addresses = addresses
         self.headers = headers
         self.timeout = timeout
         self.budget_s = state.remaining()
@@ -272,7 +275,7 @@ class FetchPolicy:
                 raise self._deadline_error(state, url, None)
             # Checked before every attempt, not once per hop, so a DNS answer that changes between
             # retries is checked again. A refused address is not an HTTP attempt and is not recorded.
-            unresolved = yield from self._check_address(state, url, via)
+            unresolved, addresses = yield from self._check_address(state, url, via)
             record: dict[str, Any] = {
                 "attempt": len(state.attempts) + 1, "status": None, "error": None, "waited_s": round(wait, 3)
             }
@@ -282,7 +285,7 @@ class FetchPolicy:
             try:
                 if unresolved:
                     raise unresolved
-                answer = yield Exchange(url, headers, timeout, state, self.max_bytes, record)
+                answer = yield Exchange(url, headers, timeout, state, self.max_bytes, record, addresses)
             except httpx.TimeoutException:
                 kind, record["error"] = "timeout", messages.no_response(timeout)
             except zlib.error as exc:
@@ -323,17 +326,18 @@ class FetchPolicy:
 
     def _check_address(
         self, state: _State, url: str, via: str | None
-    ) -> Generator[Step, Any, ResolutionFailed | None]:
-        """Raises FetchError if the address is refused; returns a DNS failure for the retry loop to handle."""
+    ) -> Generator[Step, Any, tuple[ResolutionFailed | None, tuple[str, ...] | None]]:
+        """Raises FetchError if the address is refused; returns a DNS failure for the retry loop to handle,
+        or the addresses checked, which the exchange connects to."""
         try:
-            yield CheckAddress(url)
+            addresses = yield CheckAddress(url)
         except ResolutionFailed as exc:
-            return exc
+            return exc, None
         except AddressBlocked as exc:
             hint = OPT_IN_HINT if exc.opt_in_helps else "this address is never fetched"
             detail = messages.blocked(str(exc), hint, redact_url(url) if via else None)
             raise self._error(state, "blocked_address", state.requested_url, detail) from None
-        return None
+        return None, addresses
 
     def _page(
         self, state: _State, url: str, answer: Answer, etag: str | None, last_modified: str | None

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scrape_contracts.contract.loader import LoadResult, load_contracts
+from scrape_contracts.contract.model import without_userinfo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +68,8 @@ def cmd_targets_list(args: argparse.Namespace) -> int:
     paused = _store().paused_partitions(contract.name)
     for key, url in targets.items():
         note = f"  [paused: {paused[key]}]" if key in paused else ""
-        print(f"{key}  {url}{note}")
+        # stores written before target URLs with credentials were refused may still hold some
+        print(f"{key}  {without_userinfo(url)}{note}")
     return 0
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -125,7 +125,15 @@ class Target(_Strict):
     def _url_is_absolute(cls, value: str) -> str:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"target URL must be absolute http(s), got {value!r}")
+            raise ValueError(f"target URL must be absolute http(s), got {without_userinfo(value)!r}")
+        if "@" in parts.netloc:
+            # a URL is a name: it ends up in partition keys, run history, the store and every log line
+            raise ValueError(
+                f"target URL {without_userinfo(value)!r} carries a user name or password; URLs are not "
+                "secret (they become partition keys and appear in run history), so remove them and send "
+                "the credentials as a header read from the environment, e.g. fetch: headers: "
+                "{Authorization: 'Basic ${SITE_BASIC_AUTH}'}"
+            )
         return value
 
     @field_validator("key")
@@ -336,8 +344,20 @@ def partition_key_for_url(url: str) -> str:
     (Dagster reserves ``,``, ``...``, ``[`` and control characters in keys, and URLs can be longer than a key
     should be). The same URL always maps to the same key.
     """
+    url = without_userinfo(url)  # never part of a key, not even hashed: a short password is guessable
     parts = urlsplit(url)
     readable = parts.netloc + parts.path + (("?" + parts.query) if parts.query else "")
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", readable).strip("._-")[:60].rstrip("._-") or "page"
     digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:10]
     return f"{slug}-{digest}"
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@``; any other URL unchanged."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return re.sub(r"//[^/?#]*@", "//", url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))

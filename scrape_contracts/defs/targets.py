@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.contract.model import DynamicTargets, Target
+from scrape_contracts.contract.model import DynamicTargets, Target, without_userinfo
 from scrape_contracts.contract.paths import confined_problem
 from scrape_contracts.defs.partitions import dynamic_partitions_name
 
@@ -23,7 +23,7 @@ def keys_for(urls: Iterable[str]) -> dict[str, str]:
         try:
             target = Target(url=url.strip())
         except ValidationError as exc:
-            bad.append(f"{url!r}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+            bad.append(f"{without_userinfo(url)!r}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
             continue
         keyed[target.partition_key] = target.url
     if bad:

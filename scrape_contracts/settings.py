@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scrape_contracts.contract.safe_yaml import YamlLimits
 
 
 def dagster_home() -> Path:
@@ -33,6 +37,15 @@ def parse_workers() -> int:
 def event_batch_size() -> int:
     """Materialisations per event-log write in batched runs (Dagster's ``DAGSTER_EVENT_BATCH_SIZE``)."""
     return _positive_int("DAGSTER_EVENT_BATCH_SIZE", 100)
+
+
+def yaml_limits() -> YamlLimits:
+    """Contract files: ``SCRAPE_CONTRACTS_YAML_MAX_BYTES`` and ``SCRAPE_CONTRACTS_YAML_MAX_NODES``."""
+    from scrape_contracts.contract.safe_yaml import YamlLimits
+
+    default = YamlLimits()
+    return YamlLimits(max_bytes=_positive_int("SCRAPE_CONTRACTS_YAML_MAX_BYTES", default.max_bytes),
+                      max_nodes=_positive_int("SCRAPE_CONTRACTS_YAML_MAX_NODES", default.max_nodes))
 
 
 def _positive_int(name: str, default: int, *, allow_zero: bool = False) -> int:

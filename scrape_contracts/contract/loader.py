@@ -15,11 +15,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from scrape_contracts import settings
+from scrape_contracts.contract import safe_yaml
 from scrape_contracts.contract.model import Contract
-
-# libyaml when PyYAML was built with it: every process that loads the code location parses every contract
-# (a contract of 2,000 targets took 1 s with the pure-Python parser, parsed twice)
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 DEFAULT_CONTRACTS_DIR = Path(__file__).resolve().parents[2] / "contracts"
 
@@ -122,11 +120,14 @@ def _messages(exc: ValidationError, node: yaml.Node | None, file: str) -> list[C
 
 def load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError]]:
     file = str(path)
+    limits = settings.yaml_limits()
     try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.load(text, Loader=_FAST_LOADER)
+        text = safe_yaml.read_text(path, limits)
+        data, node = safe_yaml.load(text, limits)
     except (OSError, UnicodeDecodeError) as exc:
         return None, [ContractError(file, "", f"cannot read file: {exc}")]
+    except safe_yaml.YamlLimitError as exc:
+        return None, [ContractError(file, "", f"refused: {exc.problem}", exc.line)]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -137,8 +138,7 @@ def load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError]
         # the folder confines the local paths a contract may name (fixture_dir, targets.file)
         return Contract.model_validate(data, context={"contract_dir": path.parent}), []
     except ValidationError as exc:
-        # the node tree (for line numbers) is only worth building when there is something to point at
-        return None, _messages(exc, yaml.compose(text), file)
+        return None, _messages(exc, node, file)
 
 
 def load_contracts(directory: Path | str | None = None) -> LoadResult:
@@ -159,7 +159,7 @@ def load_contracts(directory: Path | str | None = None) -> LoadResult:
             result.errors.append(ContractError(
                 str(path), "name",
                 f"duplicate contract name {contract.name!r} (already defined in {first_file[contract.name]}); "
-                "contract names must be unique", _line_of(yaml.compose(path.read_text()), ["name"]),
+                "contract names must be unique", _line_of(safe_yaml.compose(path.read_text()), ["name"]),
             ))
             continue
         first_file[contract.name] = path

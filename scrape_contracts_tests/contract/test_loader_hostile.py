@@ -133,3 +133,105 @@ def test_every_schema_error_is_reported_at_once(tmp_path: Path) -> None:
     [error] = errors
     for where in ("properties/price/minimum", "properties/title/type", "at required"):
         assert where in error.message
+
+
+def _bomb(name: str, levels: int = 9, width: int = 9) -> str:
+    """A flow list of ``levels`` lists, each ``width`` aliases of the one before: width**levels leaves in a
+    few hundred bytes (the last list is the bomb; the others only define its anchors)."""
+    lists = [f"&{name}0 [{', '.join(['lol'] * width)}]"]
+    lists += [f"&{name}{i} [{', '.join([f'*{name}{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "[" + ", ".join(lists) + "]"
+
+
+@pytest.mark.timeout(60)
+def test_alias_bomb_in_schema_is_refused_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("name: shop\ntargets: [https://shop.example.com/p/1]\nfields:\n  title: {selector: h1}\n"
+                    f"schema:\n  type: object\n  properties:\n    title:\n      const: {_bomb('l')}\n")
+    assert path.stat().st_size < 1000
+    contract, errors = load_contract_file(path)
+    assert contract is None
+    [error] = errors
+    assert "aliases" in error.message and "SCRAPE_CONTRACTS_YAML_MAX_NODES" in error.message
+    assert error.line == 9
+
+
+@pytest.mark.timeout(60)
+def test_alias_bomb_in_expected_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("name: shop\ntargets: [https://shop.example.com/p/1]\n"
+                    f"fields:\n  title: {{selector: h1, rules: {{expected: {_bomb('e', levels=8)}}}}}\n")
+    assert path.stat().st_size < 700
+    contract, errors = load_contract_file(path)
+    assert contract is None and "expands to more than" in errors[0].message and errors[0].line == 4
+
+
+def test_recursive_alias_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+        name: shop
+        targets: [https://shop.example.com/p/1]
+        fields:
+          title: {selector: h1, rules: {expected: &loop [1, *loop]}}
+        """)
+    contract, errors = load_contract_file(path)
+    assert contract is None and "contains it" in errors[0].message and errors[0].line == 5
+
+
+def test_small_aliases_and_merge_keys_still_load(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+        name: shop
+        targets: [https://shop.example.com/p/1?a=1&b=2]
+        fields:
+          price: &money {selector: "#price", type: price, rules: {min: 0}}
+          old_price: {<<: *money, selector: "#old"}
+        """)
+    contract, errors = load_contract_file(path)
+    assert errors == [] and contract is not None
+    assert contract.fields["old_price"].selector == "#old" and contract.fields["old_price"].type == "price"
+
+
+def test_duplicate_keys_are_errors_at_the_repeat(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+        name: shop
+        targets: [http://127.0.0.1/p/1]
+        fetch:
+          allow_private_addresses: false
+          timeout_s: 5
+          allow_private_addresses: true
+        fields:
+          title: {selector: h1}
+        """)
+    contract, errors = load_contract_file(path)
+    assert contract is None
+    [error] = errors
+    assert error.line == 7 and "duplicate key 'allow_private_addresses' (first at line 5)" in error.message
+
+
+def test_duplicate_top_level_key(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+        name: shop
+        targets: [https://shop.example.com/p/1]
+        fields: {title: {selector: h1}}
+        name: other
+        """)
+    contract, errors = load_contract_file(path)
+    assert contract is None and errors[0].line == 5 and "duplicate key 'name'" in errors[0].message
+
+
+def test_oversize_contract_file_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCRAPE_CONTRACTS_YAML_MAX_BYTES", "200")
+    path = _write(tmp_path, "name: shop\ntargets: [https://shop.example.com/p/1]\nfields: {title: {selector: h1}}\n"
+                  + "#" * 300 + "\n")
+    contract, errors = load_contract_file(path)
+    assert contract is None and "SCRAPE_CONTRACTS_YAML_MAX_BYTES" in errors[0].message
+
+
+def test_node_limit_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("name: shop\ntargets: [https://shop.example.com/p/1]\n"
+                    f"fields:\n  title: {{selector: h1, rules: {{expected: {_bomb('s', levels=3, width=4)}}}}}\n")
+    monkeypatch.setenv("SCRAPE_CONTRACTS_YAML_MAX_NODES", "50")
+    assert "expands to more than 50 nodes" in load_contract_file(path)[1][0].message
+    monkeypatch.setenv("SCRAPE_CONTRACTS_YAML_MAX_NODES", "1000")
+    contract, errors = load_contract_file(path)
+    assert errors == [] and contract is not None

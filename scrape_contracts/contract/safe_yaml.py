@@ -49,7 +49,8 @@ class YamlLimitError(yaml.YAMLError):
 
 class _ContractLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        keys = [(k.tag, k.value) for k, _ in node.value if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE_TAG]
+        keys = [(k.tag, k.value) for k, _ in node.value
+                if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE_TAG]
         if len(set(keys)) != len(keys):
             self._duplicate(node)
         return super().construct_mapping(node, deep=deep)

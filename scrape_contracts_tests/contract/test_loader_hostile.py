@@ -220,16 +220,17 @@ def test_duplicate_top_level_key(tmp_path: Path) -> None:
 
 def test_oversize_contract_file_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCRAPE_CONTRACTS_YAML_MAX_BYTES", "200")
-    path = _write(tmp_path, "name: shop\ntargets: [https://shop.example.com/p/1]\nfields: {title: {selector: h1}}\n"
-                  + "#" * 300 + "\n")
+    path = _write(tmp_path, "name: shop\ntargets: [https://shop.example.com/p/1]\n"
+                  "fields: {title: {selector: h1}}\n" + "#" * 300 + "\n")
     contract, errors = load_contract_file(path)
     assert contract is None and "SCRAPE_CONTRACTS_YAML_MAX_BYTES" in errors[0].message
 
 
 def test_node_limit_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "c.yaml"
+    bomb = _bomb("s", levels=3, width=4)
     path.write_text("name: shop\ntargets: [https://shop.example.com/p/1]\n"
-                    f"fields:\n  title: {{selector: h1, rules: {{expected: {_bomb('s', levels=3, width=4)}}}}}\n")
+                    f"fields:\n  title: {{selector: h1, rules: {{expected: {bomb}}}}}\n")
     monkeypatch.setenv("SCRAPE_CONTRACTS_YAML_MAX_NODES", "50")
     assert "expands to more than 50 nodes" in load_contract_file(path)[1][0].message
     monkeypatch.setenv("SCRAPE_CONTRACTS_YAML_MAX_NODES", "1000")

@@ -14,6 +14,22 @@ from scrape_contracts.contract.loader import LoadResult, load_contracts
 from scrape_contracts.contract.model import without_userinfo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# runs the CLI executes itself print one line of their own; the full log is in the instance (and the UI)
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+class CliError(Exception):
+    """A mistake the user can fix: printed as one ``error:`` line, exit status ``code``, no traceback."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse's default prints the whole usage first; one line and where to look is enough
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def _load(args: argparse.Namespace) -> LoadResult:
@@ -25,8 +41,8 @@ def _contract(args: argparse.Namespace, name: str):  # -> LoadedContract
     loaded = result.by_name().get(name)
     if loaded is None:
         known = ", ".join(sorted(result.by_name())) or "none"
-        raise SystemExit(f"error: no valid contract named {name!r} (valid contracts: {known}); "
-                         "run `scrape-contracts validate` to see load errors")
+        raise CliError(f"no valid contract named {name!r} (valid contracts: {known}); "
+                       "run `scrape-contracts validate` to see load errors")
     return loaded
 
 
@@ -59,13 +75,21 @@ def cmd_targets_add(args: argparse.Namespace) -> int:
 
 
 def cmd_targets_list(args: argparse.Namespace) -> int:
+    from scrape_contracts.reader import AcceptedDataError
+
     loaded = _contract(args, args.contract)
     contract = loaded.contract
+    try:
+        store = _store(existing=True)
+    except AcceptedDataError:
+        if contract.is_dynamic:  # its targets live in the store
+            raise
+        store = None  # nothing scraped yet: the YAML's targets, none paused
     if contract.is_dynamic:
-        targets = _store().list_targets(contract.name)
+        targets = store.list_targets(contract.name)
     else:
         targets = {t.partition_key: t.url for t in contract.static_targets}
-    paused = _store().paused_partitions(contract.name)
+    paused = store.paused_partitions(contract.name) if store is not None else {}
     for key, url in targets.items():
         note = f"  [paused: {paused[key]}]" if key in paused else ""
         # stores written before target URLs with credentials were refused may still hold some
@@ -77,6 +101,9 @@ def cmd_review(args: argparse.Namespace) -> int:
     from scrape_contracts.defs import build_definitions
 
     loaded = _contract(args, args.contract)
+    store = _store(existing=True)
+    instance = _instance()
+    _require_target(loaded, args.partition, instance, store)
     config = {"contract": loaded.contract.name, "partition": args.partition, "decision": args.decision,
               "reviewer": args.reviewer, "reason": args.reason}
     if args.candidate is not None:
@@ -84,17 +111,40 @@ def cmd_review(args: argparse.Namespace) -> int:
     defs = build_definitions(args.contracts_dir)
     # a real run of review_job on the instance: the decision is in run history with who and why
     result = defs.resolve_job_def("review_job").execute_in_process(
-        run_config={"ops": {"review_decision": {"config": config}}}, instance=_instance(), raise_on_error=False)
+        run_config={**QUIET, "ops": {"review_decision": {"config": config}}}, instance=instance,
+        raise_on_error=False)
     if not result.success:
-        failure = next((e for e in result.all_events if e.is_step_failure), None)
-        message = failure.step_failure_data.error.message.strip() if failure else "review_job failed"
-        print(f"error: {message} (run {result.run_id})", file=sys.stderr)
-        return 1
+        raise CliError(f"{_failure_reason(result)} (run {result.run_id})")
     print(f"{args.decision}ed {loaded.contract.name}/{args.partition} (run {result.run_id})")
-    latest = _store().latest_accepted(loaded.contract.name, args.partition)
+    latest = store.latest_accepted(loaded.contract.name, args.partition)
     if latest is not None:
         print(f"accepted now: v{latest.version} {latest.record}")
     return 0
+
+
+def _failure_reason(result) -> str:  # result: dg.ExecuteInProcessResult
+    """The reason a run failed, in the user's words: a ``dg.Failure``'s description, else the error's last line."""
+    for event in result.all_events:
+        if not event.is_step_failure:
+            continue
+        data = event.step_failure_data
+        if data.user_failure_data is not None and data.user_failure_data.description:
+            return data.user_failure_data.description.strip()
+        error = data.error
+        while error is not None and error.cause is not None:
+            error = error.cause
+        if error is not None:
+            return error.message.strip().splitlines()[-1]
+    return "the run failed: see it in the Dagster UI (Runs)"
+
+
+def _require_target(loaded, partition: str, instance, store) -> None:
+    from scrape_contracts.defs.partitions import partitions_for
+
+    name = loaded.contract.name
+    keys = partitions_for(loaded.contract).get_partition_keys(dynamic_partitions_store=instance)
+    if partition not in keys and partition not in store.list_targets(name):
+        raise CliError(f"{name!r} has no target {partition!r}; see `scrape-contracts targets list {name}`", 2)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -103,7 +153,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from scrape_contracts.defs.assets import candidate_key
 
     loaded = _contract(args, args.contract)
-    store = _store()
+    store = _store(existing=True)
+    _require_target(loaded, args.partition, _instance(), store)
     before = store.state(loaded.contract.name, args.partition)
     if not before.paused:
         print(f"{loaded.contract.name}/{args.partition} is not paused")
@@ -120,7 +171,11 @@ def cmd_events(args: argparse.Namespace) -> int:
     from scrape_contracts.events import read_trail
 
     loaded = _contract(args, args.contract)
-    events, cursor = read_trail(_instance(), loaded.contract.name, partition=args.partition, after=args.after,
+    store = _store(existing=True)
+    instance = _instance()
+    if args.partition is not None:
+        _require_target(loaded, args.partition, instance, store)
+    events, cursor = read_trail(instance, loaded.contract.name, partition=args.partition, after=args.after,
                                 limit=args.limit)
     for event in events:
         print(event.line())
@@ -130,7 +185,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 def cmd_selectors(args: argparse.Namespace) -> int:
     loaded = _contract(args, args.contract)
-    history = _store().selector_history(loaded.contract.name)
+    history = _store(existing=True).selector_history(loaded.contract.name)
     if not history:
         print(f"{loaded.contract.name}: no selector versions yet (version 1 is written on the first run)")
     for version in history:
@@ -197,9 +252,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.partition:
         known = partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
         if args.partition not in known:
-            print(f"error: {contract.name!r} has no target {args.partition!r}; "
-                  f"see `scrape-contracts targets list {contract.name}`", file=sys.stderr)
-            return 2
+            raise CliError(f"{contract.name!r} has no target {args.partition!r}; "
+                           f"see `scrape-contracts targets list {contract.name}`", 2)
     else:
         paused = _store().paused_partitions(contract.name)
         all_keys = partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
@@ -293,21 +347,31 @@ def _instance():
     from scrape_contracts import settings
 
     home = settings.dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("DAGSTER_HOME", str(home))
-    return dg.DagsterInstance.get()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        # resolved: Dagster refuses a relative DAGSTER_HOME
+        os.environ["DAGSTER_HOME"] = str(home)
+        return dg.DagsterInstance.get()
+    except (OSError, dg.DagsterError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CliError(f"cannot open the Dagster instance in DAGSTER_HOME={home}: {first}; "
+                       "set DAGSTER_HOME to a writable folder (the demo's is ./.dagster_home)") from None
 
 
-def _store():
+def _store(*, existing: bool = False):
+    """The project store; ``existing``: refuse (one line naming the setting) rather than create an empty one."""
     from scrape_contracts import settings
     from scrape_contracts.adapters.store import ProjectStore
+    from scrape_contracts.reader import open_store
 
+    if existing:
+        return open_store()
     settings.dagster_home().mkdir(parents=True, exist_ok=True)
     return ProjectStore(settings.db_url())
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scrape-contracts", description=__doc__)
+    parser = _Parser(prog="scrape-contracts", description=__doc__)
     parser.add_argument("--contracts-dir", default=None,
                         help="folder of contract YAML files (default: $SCRAPE_CONTRACTS_DIR or ./contracts)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -367,8 +431,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from sqlalchemy.exc import OperationalError
+
+    from scrape_contracts.adapters.store import StoreError
+    from scrape_contracts.reader import AcceptedDataError
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except (AcceptedDataError, StoreError, ValueError) as exc:
+        # the store's refusals and the settings' checks are written for the user; a traceback adds nothing
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OperationalError as exc:
+        from scrape_contracts.reader import _shown
+        from scrape_contracts import settings
+
+        first = str(exc.orig or exc).strip().splitlines()[0]
+        print(f"error: cannot use the project store at {_shown(settings.db_url())}: {first}; "
+              "check SCRAPE_CONTRACTS_DB_URL (or DAGSTER_HOME)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -2,9 +2,39 @@
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 
 from scrape_contracts import settings
+
+
+class AcceptedDataError(LookupError):
+    """The accepted data asked for is not where the settings point: the message names the setting to fix."""
+
+
+def open_store(db_url: str | None = None):  # -> ProjectStore
+    """The existing project store the settings point at; ``AcceptedDataError`` (one line) when there is none.
+
+    Never creates an empty store: a reader in the wrong folder must hear so, not get an empty table.
+    """
+    from scrape_contracts.adapters.store import StoreNotFound, existing_store
+
+    url = db_url or settings.db_url()
+    try:
+        return existing_store(url)
+    except StoreNotFound as exc:
+        if db_url:
+            fix = "pass the db_url of the store your scrapes wrote to"
+        elif os.environ.get("SCRAPE_CONTRACTS_DB_URL"):
+            fix = "set SCRAPE_CONTRACTS_DB_URL to the store your scrapes wrote to"
+        else:
+            home = settings.dagster_home()
+            told = "DAGSTER_HOME=" + str(home) if os.environ.get("DAGSTER_HOME") else \
+                f"DAGSTER_HOME is not set, so ./.dagster_home of {os.getcwd()} was used"
+            fix = (f"{told}; set DAGSTER_HOME to the folder your scrapes ran in (the demo's .dagster_home) "
+                   "or SCRAPE_CONTRACTS_DB_URL to the store's database")
+        raise AcceptedDataError(f"{exc}: {fix}") from None
 
 
 def read_accepted(contract: str, *, db_url: str | None = None, partitions: list[str] | None = None
@@ -13,12 +43,24 @@ def read_accepted(contract: str, *, db_url: str | None = None, partitions: list[
 
     Columns: ``partition``, ``url``, the contract's fields, then ``_version``, ``_accepted_at``, ``_run_id``.
     Reads the project store at ``db_url`` (default ``SCRAPE_CONTRACTS_DB_URL`` or the SQLite file in
-    ``DAGSTER_HOME``). Quarantined and rejected candidates never appear here.
+    ``DAGSTER_HOME``). Quarantined and rejected candidates never appear here. Raises ``AcceptedDataError``
+    when there is no store there, or the store has never seen ``contract``.
     """
-    from scrape_contracts.adapters.store import ProjectStore
+    store = open_store(db_url)
+    versions = store.latest_accepted_all(contract, partitions)
+    if not versions:
+        known = store.contracts()
+        if contract not in known:
+            raise AcceptedDataError(
+                f"the project store at {_shown(store.url)} has no contract {contract!r} (it has: "
+                f"{', '.join(known) or 'none'}); check the name, or DAGSTER_HOME / SCRAPE_CONTRACTS_DB_URL")
+    return accepted_frame(versions)
 
-    store = ProjectStore(db_url or settings.db_url())
-    return accepted_frame(store.latest_accepted_all(contract, partitions))
+
+def _shown(url: str) -> str:
+    import sqlalchemy as sa
+
+    return sa.engine.make_url(url).render_as_string(hide_password=True)
 
 
 def accepted_frame(versions: list) -> pd.DataFrame:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -115,6 +116,10 @@ REVIEW_PAUSE = "review required"
 
 class StoreError(Exception):
     """A request the store refuses; the message says why and what to do."""
+
+
+class StoreNotFound(StoreError):
+    """No project store at the URL: nothing was scraped with it (opening it would create an empty one)."""
 
 
 class NothingToReview(StoreError):
@@ -268,6 +273,30 @@ def _engine_for(url: str) -> Engine:
             _create_tables(engine)
             _engines[url] = engine
         return engine
+
+
+def existing_store(url: str) -> ProjectStore:
+    """The store at ``url`` if one is there; ``StoreNotFound`` rather than creating an empty one (readers)."""
+    if url not in _engines:
+        parsed = sa.engine.make_url(url)
+        shown = parsed.render_as_string(hide_password=True)
+        if parsed.get_backend_name() == "sqlite":
+            if parsed.database not in (None, "", ":memory:") and not Path(parsed.database).is_file():
+                raise StoreNotFound(f"no project store at {parsed.database} (the file does not exist)")
+        else:
+            engine = sa.create_engine(url, connect_args={"connect_timeout": 10}
+                                      if parsed.get_backend_name() == "postgresql" else {})
+            try:
+                with engine.connect() as conn:
+                    found = sa.inspect(conn).has_table(candidates.name)
+            except (OperationalError, sa.exc.InterfaceError) as exc:
+                first = str(exc.orig if getattr(exc, "orig", None) else exc).strip().splitlines()[0]
+                raise StoreNotFound(f"cannot connect to the project store at {shown}: {first}") from None
+            finally:
+                engine.dispose()
+            if not found:
+                raise StoreNotFound(f"no project store in {shown} (the database has no scrape_contracts tables)")
+    return ProjectStore(url)
 
 
 def _enable_wal(dbapi_conn: Any) -> None:
@@ -825,6 +854,13 @@ class ProjectStore:
             return conn.execute(sa.select(targets.c.url).where(
                 targets.c.contract == contract, targets.c.partition == partition)).scalar()
 
+    def contracts(self) -> list[str]:
+        """Names of the contracts this store has seen (scraped, or with targets added)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.union(sa.select(candidates.c.contract), sa.select(targets.c.contract),
+                                         sa.select(selector_versions.c.contract))).all()
+        return sorted({r[0] for r in rows})
+
     def list_targets(self, contract: str) -> dict[str, str]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(targets.c.partition, targets.c.url)
@@ -887,5 +923,6 @@ def _selector_version(row: Any) -> SelectorVersion:
 
 __all__ = [
     "AcceptedVersion", "AlreadyAccepted", "Candidate", "NewCandidate", "RecordedCandidate", "StaleCandidate", "NothingToReview", "OperationalError", "PartitionState",
-    "ProjectStore", "Review", "SelectorConflict", "SelectorVersion", "StoreError", "Superseded",
+    "ProjectStore", "Review", "SelectorConflict", "SelectorVersion", "StoreError", "StoreNotFound", "Superseded",
+    "existing_store",
 ]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dagster as dg
 import pandas as pd
+import pytest
 
 from scrape_contracts import read_accepted
+from scrape_contracts.reader import AcceptedDataError
 from scrape_contracts.cli import main
 from scrape_contracts.contract.loader import load_contracts
 from scrape_contracts.defs.assets import build_contract_assets
@@ -126,4 +128,5 @@ def test_read_accepted_outside_dagster(harness: Harness, site) -> None:
     assert frame.loc[0, ["partition", "title", "sku", "price", "_version"]].tolist() == ["p1", "Dune", "BK-1",
                                                                                          100.0, 1]
     assert read_accepted("shop")["title"].tolist() == ["Dune"]  # default: SCRAPE_CONTRACTS_DB_URL
-    assert read_accepted("nothing", db_url=harness.backend.db_url).empty
+    with pytest.raises(AcceptedDataError, match="no contract 'nothing'"):
+        read_accepted("nothing", db_url=harness.backend.db_url)

@@ -19,8 +19,22 @@ ALLOWED_SCHEMES = ("http", "https")
 # Metadata endpoints hand out cloud credentials; no scrape has a reason to read them, so they stay
 # blocked even when a contract allows private addresses.
 METADATA_ADDRESSES = frozenset(
-    {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+    ipaddress.ip_address(address)
+    for address in (
+        "169.254.169.254",  # AWS, GCP, Azure, OCI, DigitalOcean... instance metadata
+        "fd00:ec2::254",  # AWS instance metadata over IPv6
+        "169.254.170.2",  # AWS ECS task credentials
+        "169.254.170.23",  # AWS EKS Pod Identity credentials
+        "fd00:ec2::23",  # AWS EKS Pod Identity over IPv6
+        "fd20:ce::254",  # GCP metadata over IPv6
+        "100.100.100.200",  # Alibaba Cloud metadata
+        "168.63.129.16",  # Azure WireServer (a public-looking address that serves the VM's secrets)
+    )
 )
+# IPv6 addresses that carry an IPv4 one a translator or tunnel may deliver to: NAT64 (RFC 6052) and the
+# deprecated IPv4-compatible form; IPv4-mapped, 6to4 and Teredo have ipaddress attributes of their own
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 OPT_IN_HINT = "set `fetch.allow_private_addresses: true` in the contract if this target is intended"
 
@@ -54,10 +68,25 @@ def _parse_ip(text: str) -> IPAddress | None:
         return None
 
 
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if ip in _NAT64 or (ip in _IPV4_COMPATIBLE and int(ip) > 1):  # not :: or ::1
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def blocked_reason(ip: IPAddress, *, allow_private: bool) -> str | None:
     """Why ``ip`` must not be contacted, or None when it may be."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(ip)
+        reason = blocked_reason(embedded, allow_private=allow_private) if embedded is not None else None
+        if reason:
+            return f"{reason} inside an IPv6 address ({embedded})"
     if ip in METADATA_ADDRESSES:
         return "a cloud metadata address"
     if allow_private:

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.fetch.page import FetchError
 from scrape_contracts.adapters.store import ProjectStore, SelectorConflict, SelectorVersion
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.diff import diff_records
@@ -53,6 +54,10 @@ def previous_of(store: ProjectStore, contract: str, partition: str) -> Previous 
 def observe_page(loaded: LoadedContract, partition: str, url: str, page: Any, previous: Previous | None,
                  artifacts: ArtifactStore, emit: Emit) -> Fetched:
     """Store the fetched page and note whether it is the one last accepted."""
+    if page.not_modified and previous is None:
+        # a 304 refers to a copy we no longer have: without this, extract finds no page much later
+        raise FetchError(f"GET {page.url} failed: HTTP 304 Not Modified, but target {partition!r} has no "
+                         "accepted version to reuse", kind="http_status", url=page.url, status=304)
     page_sha = None if page.not_modified else artifacts.put(page.html)
     unchanged = previous is not None and (page.not_modified or page_sha == previous.page_sha256)
     attempts = tuple(dict(a) for a in page.attempts)

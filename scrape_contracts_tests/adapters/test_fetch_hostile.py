@@ -19,10 +19,13 @@ from scrape_contracts.adapters.fetch import FetchError
 from scrape_contracts.contract.model import FetchSettings
 from scrape_contracts_tests.adapters.test_fetch import (  # noqa: F401 (fixtures)
     for_contract,
+    make_fetcher,
     mode,
     open_fetcher,
+    site,
 )
 from scrape_contracts_tests.conftest import Harness, failure_text
+from scrape_contracts_tests.fixture_site import FixtureSite, Request, Response
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -44,7 +47,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _fixture_fetch(for_contract: Callable[..., Any], project: Path, fixture_dir: str, url: str) -> Any:
-    with for_contract(FetchSettings(adapter="fixture", fixture_dir=fixture_dir), project / "contracts") as fetcher:
+    settings = FetchSettings(adapter="fixture", fixture_dir=fixture_dir)
+    with for_contract(settings, project / "contracts") as fetcher:
         return fetcher.fetch(url)
 
 
@@ -70,7 +74,9 @@ def test_fixture_dir_symlinked_out_of_the_project_is_refused(for_contract, proje
     assert caught.value.kind == "invalid_config" and "resolves to /," in str(caught.value)
 
 
-@pytest.mark.parametrize("url", ["https://.git/config", "https://shop.test/.env", "https://shop.test/a/.ssh/id"])
+@pytest.mark.parametrize(
+    "url", ["https://.git/config", "https://shop.test/.env", "https://shop.test/a/.ssh/id"]
+)
 def test_fixture_urls_never_name_hidden_files(for_contract, project: Path, url: str) -> None:
     (project / "site" / "shop.test" / ".env").write_text("DB_URL=postgresql://u:pw@db/x")
     with pytest.raises(FetchError) as caught:
@@ -114,7 +120,8 @@ def test_a_fixture_dir_swapped_for_a_symlink_after_loading_fails_the_run(
 
     assert not result.success
     message = failure_text(result)
-    assert "fetch.fixture_dir 'pages' resolves to /," in message and "SCRAPE_CONTRACTS_FIXTURE_ROOT" in message
+    assert "fetch.fixture_dir 'pages' resolves to /," in message
+    assert "SCRAPE_CONTRACTS_FIXTURE_ROOT" in message
     assert sqlite_harness.store.latest_candidate("leak", "p1") is None
     assert "root:x:" not in str([event for event in result.all_events])
 
@@ -166,7 +173,8 @@ class LoopbackServer:
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        poll = {"poll_interval": 0.05}
+        threading.Thread(target=self._server.serve_forever, kwargs=poll, daemon=True).start()
 
     def close(self) -> None:
         self._server.shutdown()
@@ -219,3 +227,131 @@ def test_a_name_rebound_to_loopback_after_the_check_is_not_fetched(
     assert error.kind == "blocked_address" and "resolves to 127.0.0.1, a loopback address" in str(error)
     # the first attempt went to the checked public address (and found nothing there), the retry was refused
     assert len(error.attempts) == 1 and error.attempts[0]["status"] is None
+
+
+# --- item 11: server-chosen charsets, metadata addresses, undeclared cp1252, unconditional 304 --------
+
+WESTERN = "<html><body><p>Café – 12,50 €</p><p>“Crème brûlée” — 7,00 €</p></body></html>"
+
+
+@pytest.mark.parametrize("charset", [
+    "zlib", "base64", "rot13", "uu", "hex", "bz2", "quopri", "idna", "punycode", "unicode_escape",
+    "raw_unicode_escape", "undefined", "utf-7",
+])
+@pytest.mark.parametrize("where", ["header", "meta"])
+def test_a_charset_naming_no_text_encoding_is_detected_instead(
+    site: FixtureSite, make_fetcher, charset: str, where: str
+) -> None:
+    if where == "header":
+        body, content_type = WESTERN.encode("cp1252"), f"text/html; charset={charset}"
+    else:
+        body, content_type = f'<meta charset="{charset}">{WESTERN}'.encode("cp1252"), "text/html"
+    site.set_page("/menu", body, headers={"Content-Type": content_type})
+
+    page = make_fetcher().fetch(site.url("/menu"))
+
+    assert WESTERN in page.html and page.encoding == "cp1252"
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "169.254.170.2", "169.254.170.23", "fd00:ec2::23",
+                                     "fd00:ec2::254", "fd20:ce::254", "100.100.100.200", "168.63.129.16",
+                                     "64:ff9b::a9fe:a9fe", "::ffff:169.254.170.2"])
+def test_metadata_addresses_stay_refused_with_private_addresses_allowed(open_fetcher, address: str) -> None:
+    fetcher = open_fetcher(allow_private_addresses=True, resolver=lambda host: [address], retries=0,
+                           timeout_s=0.5)
+    host = f"[{address}]" if ":" in address else address
+    for url in ("http://credentials.test/v2/credentials", f"http://{host}/latest/meta-data/"):
+        with pytest.raises(FetchError) as caught:
+            fetcher.fetch(url)
+        error = caught.value
+        assert error.kind == "blocked_address" and error.attempts == ()
+        assert "a cloud metadata address" in str(error) and "this address is never fetched" in str(error)
+
+
+@pytest.mark.parametrize("text", [
+    "<html><head><title>Shop</title></head><body><h1>The Book™</h1><p>Price: £12.99 – “Best seller” — "
+    "don’t miss it…</p><footer>© 2024 Example Books</footer></body></html>",
+    "<html><body><h1>Menù</h1><p>Perché è così? Più città – caffè 1,20 €</p></body></html>",
+    "<html><body><h1>Bücher</h1><p>Größe: 12 × 18 cm – Preis: 19,99 €</p><p>„Schöne Grüße“ aus München</p>"
+    "</body></html>",
+])
+def test_an_undeclared_windows_1252_page_is_read_as_windows_1252(
+    site: FixtureSite, make_fetcher, text: str
+) -> None:
+    site.set_page("/page", text.encode("cp1252"), headers={"Content-Type": "text/html"})
+
+    page = make_fetcher().fetch(site.url("/page"))
+
+    assert (page.html, page.encoding) == (text, "cp1252")
+
+
+@pytest.mark.parametrize(("text", "encoding"), [
+    ("<html><body><p>Цена: 120 руб. – Съешь же ещё этих мягких французских булок</p></body></html>",
+     "cp1251"),
+    ("<html><body><p>Τιμή: 12,50 € – Καλημέρα κόσμε, ξεσκεπάζω την ψυχοφθόρα βδελυγμία</p></body></html>",
+     "cp1253"),
+    ("<html><body><p>Cena: 12,50 zł – Zażółć gęślą jaźń, źródło świętości</p></body></html>", "cp1250"),
+])
+def test_undeclared_non_western_pages_are_not_taken_for_windows_1252(
+    site: FixtureSite, make_fetcher, text: str, encoding: str
+) -> None:
+    site.set_page("/page", text.encode(encoding), headers={"Content-Type": "text/html"})
+    assert make_fetcher().fetch(site.url("/page")).html == text
+
+
+def _always_304(request: Request) -> Response:
+    return Response(304, b"", {"ETag": '"v1"'})
+
+
+def test_an_unconditional_304_is_a_fetch_error(site: FixtureSite, make_fetcher) -> None:
+    site.set_handler("/p", _always_304)
+    fetcher = make_fetcher()
+
+    with pytest.raises(FetchError) as caught:
+        fetcher.fetch(site.url("/p"))
+
+    error = caught.value
+    assert (error.kind, error.status, error.transient) == ("http_status", 304, False)
+    assert "304 Not Modified to a request that sent no validators" in str(error)
+    assert fetcher.fetch(site.url("/p"), etag='"v1"').not_modified  # asked for it: a 304 is an answer
+
+
+def test_a_304_with_no_accepted_version_to_reuse_is_a_fetch_error(
+    site: FixtureSite, make_fetcher, tmp_path: Path
+) -> None:
+    from scrape_contracts.adapters.artifacts import ArtifactStore
+    from scrape_contracts.contract.loader import LoadedContract
+    from scrape_contracts.contract.model import Contract
+    from scrape_contracts.service import scrape
+
+    site.set_handler("/p", _always_304)
+    page = make_fetcher().fetch(site.url("/p"), etag='"v1"')  # validators from state, no accepted data
+    loaded = LoadedContract(Contract(name="shop", targets=[site.url("/p")], fields={"t": {"selector": "h1"}}),
+                            tmp_path / "shop.yaml")
+
+    with pytest.raises(FetchError, match="304 Not Modified, but target 'p1' has no accepted version"):
+        scrape.observe_page(loaded, "p1", site.url("/p"), page, None, ArtifactStore(tmp_path),
+                            lambda *_: None)
+
+
+def test_an_unconditional_304_fails_the_first_scrape_clearly_on_both_paths(
+    sqlite_harness: Harness, site: FixtureSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scrape_contracts.events import read_trail
+    from scrape_contracts_tests.defs.test_batch import run_batch
+
+    monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "0")
+    site.set_handler("/p", _always_304)
+    sqlite_harness.write_product_contract("shop", {"p1": site.url("/p")})
+
+    single = sqlite_harness.run("shop", "p1")
+    batch = run_batch(sqlite_harness, "shop", partitions=["p1"])
+
+    assert not single.success
+    message = failure_text(single)
+    assert "304 Not Modified to a request that sent no validators" in message
+    assert "RuntimeError" not in message and "artifact store" not in message
+    trail = read_trail(sqlite_harness.instance, "shop", partition="p1", limit=100)[0]
+    failed = [e for e in trail if e.stage == "fetch_failed" and e.run_id == batch.run_id]
+    assert failed and "304 Not Modified to a request that sent no validators" in failed[0].summary
+    assert sqlite_harness.store.latest_candidate("shop", "p1") is None

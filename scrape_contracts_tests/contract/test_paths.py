@@ -45,7 +45,9 @@ def _write(folder: Path, text: str) -> Path:
 
 
 @pytest.mark.parametrize("fixture_dir", ["/", "../../..", "'../../..//etc'", "../.git", "../site/../.."])
-def test_validate_refuses_a_fixture_dir_outside_the_project(contracts: Path, capsys, fixture_dir: str) -> None:
+def test_validate_refuses_a_fixture_dir_outside_the_project(
+    contracts: Path, capsys, fixture_dir: str
+) -> None:
     path = _write(contracts, FIXTURE_CONTRACT.format(fixture_dir=fixture_dir))
 
     assert main(["--contracts-dir", str(contracts), "validate"]) == 1

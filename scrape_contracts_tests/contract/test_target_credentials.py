@@ -30,7 +30,9 @@ def test_a_contract_with_credentials_in_a_target_url_is_refused_without_echoing_
 
 
 @pytest.mark.parametrize("url", [URL, f"https://{SECRET}@shop.example.com/", f"ftp://u:{SECRET}@x/"])
-def test_targets_add_refuses_credentials_and_stores_nothing(sqlite_harness: Harness, capsys, url: str) -> None:
+def test_targets_add_refuses_credentials_and_stores_nothing(
+    sqlite_harness: Harness, capsys, url: str
+) -> None:
     sqlite_harness.write_product_contract("listing", dynamic=True)
 
     assert main(["--contracts-dir", str(sqlite_harness.contracts_dir), "targets", "add", "listing", url]) == 2

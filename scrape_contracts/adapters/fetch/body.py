@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import charset_normalizer
+from charset_normalizer.md import mess_ratio
 
 CHUNK = 64 * 1024
 # brotli/zstd are left out so every body we accept can be inflated with a bounded output size.
@@ -138,15 +139,50 @@ class BodyReader:
 
 
 def _codec_name(label: str) -> str | None:
+    """The codec for a charset label a page or server declares; None when it names no text encoding a
+    page can be in (then the charset is detected, as browsers do with labels they do not know)."""
     try:
-        name = codecs.lookup(label.strip().strip("\"'")).name
-    except LookupError:
+        info = codecs.lookup(label.strip().strip("\"'"))
+    except (LookupError, ValueError, TypeError):
+        return None
+    # base64, zlib, rot13, hex...: Python codecs, but transforms, not text encodings (bytes.decode refuses)
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_PAGE_ENCODINGS:
         return None
     # Browsers treat latin-1 and ascii labels as windows-1252, and so do real pages that use € or “”.
-    return "cp1252" if name in ("iso8859-1", "ascii") else name
+    return "cp1252" if info.name in ("iso8859-1", "ascii") else info.name
+
+
+# Python text codecs no web page is served in: they raise on arbitrary bytes or read markup as escapes
+_NOT_PAGE_ENCODINGS = frozenset(
+    {"idna", "punycode", "undefined", "unicode-escape", "raw-unicode-escape", "utf-7", "mbcs", "oem"}
+)
+# what windows-1252 text looks like decoded: charset-normalizer's mess ratio and the share of non-ASCII
+# letters; measured on French, German, Italian, Spanish, English pages (mess <= 0.12, accented <= 0.15)
+# against cp1250/1251/1253/1255/1256 pages read as cp1252 (mess >= 0.49, or accented >= 0.45)
+_WESTERN_MAX_MESS = 0.2
+_WESTERN_MAX_ACCENTED = 0.3
+_WESTERN_SAMPLE_CHARS = 200_000
+
+
+def _reads_as_western(body: bytes) -> bool:
+    """Whether ``body`` is plausibly windows-1252 text (the likeliest undeclared charset on the web)."""
+    try:
+        text = body.decode("cp1252")  # strict: five bytes are undefined in windows-1252
+    except UnicodeDecodeError:
+        return False
+    sample = text[:_WESTERN_SAMPLE_CHARS]
+    letters = [c for c in sample if c.isalpha()]
+    accented = sum(1 for c in letters if ord(c) > 127)
+    if letters and accented / len(letters) > _WESTERN_MAX_ACCENTED:
+        return False
+    return mess_ratio(sample, _WESTERN_MAX_MESS) <= _WESTERN_MAX_MESS
 
 
 def _detect_encoding(body: bytes) -> str | None:
+    # charset-normalizer alone reads short Western pages as cp1257, mac-iceland or mac-latin2 about as
+    # often as cp1252: when windows-1252 reads cleanly, it wins
+    if _reads_as_western(body):
+        return "cp1252"
     results = charset_normalizer.from_bytes(body)
     best = results.best()
     if best is None:
@@ -183,4 +219,9 @@ def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]
             return body.decode("utf-8"), "utf-8"
         except UnicodeDecodeError:
             encoding = _detect_encoding(body) or "utf-8"
-    return body.decode(encoding, errors="replace"), encoding
+    try:
+        return body.decode(encoding, errors="replace"), encoding
+    except (LookupError, UnicodeError, ValueError, TypeError):
+        # a codec that cannot decode arbitrary bytes after all: the declaration is no use, detect instead
+        fallback = _detect_encoding(body) or "utf-8"
+        return body.decode(fallback, errors="replace"), fallback

@@ -53,6 +53,14 @@ def failed_status(status: int, reason: str) -> str:
     return f"failed: {status_line(status, reason)} ({status_advice(status)})"
 
 
+def unconditional_not_modified() -> str:
+    return (
+        "failed: HTTP 304 Not Modified to a request that sent no validators (If-None-Match / "
+        "If-Modified-Since), so there is no earlier copy to reuse (the site is misbehaving; check the URL, "
+        "or whether a cache in front of the site answers 304 to everyone)"
+    )
+
+
 def bad_redirect(status: int, what: str) -> str:
     # what: "without a Location header" | "to a malformed Location"
     return (

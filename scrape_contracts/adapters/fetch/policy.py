@@ -350,6 +350,10 @@ class FetchPolicy:
             attempts=tuple(state.attempts),
         )
         if answer.status == 304:
+            if not (etag or last_modified):
+                # nothing was asked to be compared, so there is no earlier copy this could refer to
+                detail = messages.unconditional_not_modified()
+                raise self._error(state, "http_status", url, detail, status=304)
             return Page(
                 status=304, html="", sha256="", elapsed_s=state.elapsed(), encoding=None, not_modified=True,
                 etag=headers.get("etag", etag), last_modified=headers.get("last-modified", last_modified),

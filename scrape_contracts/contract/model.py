@@ -169,7 +169,11 @@ class FetchSettings(_Strict):
     fixture_dir: str | None = Field(
         None, description="fixture adapter: directory (relative to the contract) holding <host>/<path> pages."
     )
-    timeout_s: float = Field(10.0, gt=0, le=300)
+    timeout_s: float = Field(10.0, gt=0, le=300, description="Longest wait for any one network operation.")
+    deadline_s: float = Field(
+        60.0, gt=0, le=3600,
+        description="Wall-clock limit of one fetch: connecting, headers, body, redirects, retries and waits.",
+    )
     headers: dict[str, str] = Field(default_factory=dict)
     max_bytes: int = Field(5_000_000, gt=0, description="Responses larger than this are refused.")
     max_redirects: int = Field(5, ge=0, le=20)

@@ -8,6 +8,7 @@ needs a second loopback address); other names appear only behind an injected res
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +24,7 @@ from scrape_contracts_tests.adapters.test_fetch import (  # noqa: F401 (fixtures
     mode,
     open_fetcher,
     site,
+    trickling,
 )
 from scrape_contracts_tests.conftest import Harness, failure_text
 from scrape_contracts_tests.fixture_site import FixtureSite, Request, Response
@@ -355,3 +357,20 @@ def test_an_unconditional_304_fails_the_first_scrape_clearly_on_both_paths(
     failed = [e for e in trail if e.stage == "fetch_failed" and e.run_id == batch.run_id]
     assert failed and "304 Not Modified to a request that sent no validators" in failed[0].summary
     assert sqlite_harness.store.latest_candidate("shop", "p1") is None
+
+
+# --- the fetch deadline is a contract setting ---------------------------------------------------------
+
+
+def test_the_contract_sets_the_fetch_deadline(trickling, for_contract, tmp_path: Path) -> None:
+    head = b"HTTP/1.1 200 OK\r\n" + b"X-Padding: " + b"a" * 2000 + b"\r\n\r\n"
+    server = trickling(head, interval=0.05)
+    settings = FetchSettings(timeout_s=5, deadline_s=1, retries=3, allow_private_addresses=True)
+
+    started = time.monotonic()
+    with pytest.raises(FetchError) as caught, for_contract(settings, tmp_path) as fetcher:
+        fetcher.fetch(server.url)
+
+    assert time.monotonic() - started < 2.5
+    assert caught.value.kind == "timeout" and "fetch deadline of 1s passed" in str(caught.value)
+    assert FetchSettings().deadline_s == 60

@@ -74,6 +74,7 @@ def _adapter_for(
         return MisconfiguredFetcher(problem)
     return http(
         timeout_s=settings.timeout_s,
+        deadline_s=settings.deadline_s,
         headers=expanded.headers,
         max_bytes=settings.max_bytes,
         max_redirects=settings.max_redirects,

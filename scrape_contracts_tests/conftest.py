@@ -257,3 +257,37 @@ def failure_text(result: dg.ExecuteInProcessResult) -> str:
             if event.step_failure_data.user_failure_data is not None:
                 parts.append(event.step_failure_data.user_failure_data.description or "")
     return "\n".join(parts)
+
+
+DEMO_ENV_PREFIXES = ("DAGSTER_", "SCRAPE_CONTRACTS_")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a newcomer's shell: none of the project's or Dagster's settings."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith(DEMO_ENV_PREFIXES)}, **extra}
+
+
+@pytest.fixture(scope="session")
+def demo_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``scrape-contracts demo`` as the README runs it, once per session; tests copy the instance it leaves."""
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("demo")
+    done = subprocess.run([str(Path(sys.executable).parent / "scrape-contracts"), "demo"], cwd=root,
+                          env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return root / ".dagster_home"
+
+
+@pytest.fixture
+def demo_home(demo_snapshot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of the demo's instance (Dagster's SQLite files, the project store, the pages)."""
+    import shutil
+
+    home = tmp_path / "demo_home"
+    shutil.copytree(demo_snapshot, home)
+    for name in [k for k in os.environ if k.startswith(DEMO_ENV_PREFIXES)]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home

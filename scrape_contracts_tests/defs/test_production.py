@@ -13,6 +13,7 @@ import dagster as dg
 import pytest
 
 from scrape_contracts.cli import idempotent_run_id, main
+from scrape_contracts.queue import ScrapeRunCoordinator
 from scrape_contracts_tests.conftest import Harness, product_page
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +32,9 @@ def test_production_dagster_yaml_loads_on_postgres(pg_database: str, tmp_path: P
     os.environ["DAGSTER_PG_URL"] = pg_database
     try:
         instance = dg.DagsterInstance.from_config(str(tmp_path))
-        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        # Dagster's queue, which also tags runs launched from the asset graph with their contract and target
+        assert isinstance(instance.run_coordinator, ScrapeRunCoordinator)
+        assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
         limits = {limit["key"]: limit for limit in instance.get_concurrency_config().run_queue_config
                   .tag_concurrency_limits}
         assert limits["scrape_contracts/target"]["limit"] == 1

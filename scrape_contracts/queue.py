@@ -1,0 +1,40 @@
+"""The run queue: Dagster's ``QueuedRunCoordinator`` that also tags every scrape run with its contract and target.
+
+The queue's limits per contract and per target are run-tag limits (``dagster.yaml``). The CLI, schedules and
+sensors set those tags themselves; a run launched from the asset graph (the UI's Materialize, which runs
+Dagster's implicit ``__ASSET_JOB``) or by a backfill has none, and Dagster offers no run tags for the implicit
+job. So the coordinator adds them from the run's asset selection and partition as the run is queued, before
+the daemon applies the limits.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from scrape_contracts.defs.jobs import CONTRACT_TAG, TARGET_TAG
+
+
+def scrape_tags(run: dg.DagsterRun) -> dict[str, str]:
+    """The contract (and target) tags a run of scrape assets should carry; none when it spans contracts."""
+    keys = set(run.asset_selection or ()) | {c.asset_key for c in run.asset_check_selection or ()}
+    contracts = {k.path[1] for k in keys if len(k.path) >= 2 and k.path[0] == "scrape"}
+    if len(contracts) != 1:
+        return {}
+    (contract,) = contracts
+    tags = {CONTRACT_TAG: contract}
+    partition = run.tags.get("dagster/partition")
+    if partition:
+        tags[TARGET_TAG] = f"{contract}/{partition}"
+    return tags
+
+
+class ScrapeRunCoordinator(dg.QueuedRunCoordinator):
+    """``QueuedRunCoordinator`` (same config) that adds the missing contract/target tags to scrape runs."""
+
+    def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
+        run = context.dagster_run
+        missing = {k: v for k, v in scrape_tags(run).items() if k not in run.tags}
+        if missing:
+            self._instance.add_run_tags(run.run_id, missing)
+        # the base class queues the run and returns it as stored, tags included
+        return super().submit_run(context)

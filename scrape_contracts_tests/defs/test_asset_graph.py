@@ -1,0 +1,82 @@
+"""Materialising from the asset graph, as the UI's Materialize button does: Dagster's implicit __ASSET_JOB."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster_graphql.test.utils import materialize_assets
+
+from scrape_contracts import launch, settings
+from scrape_contracts.adapters.store import ProjectStore
+from scrape_contracts.defs import build_definitions
+from scrape_contracts.defs.assets import accepted_key, candidate_key
+from scrape_contracts.defs.jobs import CONTRACT_TAG, TARGET_TAG
+from scrape_contracts.queue import ScrapeRunCoordinator
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+WORKSPACE = str(REPO / "workspace.yaml")
+
+
+def _launch_from_the_asset_graph(instance: dg.DagsterInstance, partitions: list[str]) -> list[str]:
+    """The UI's launch: GraphQL launchPipelineExecution of __ASSET_JOB with the assets and a partition tag."""
+    with WorkspaceProcessContext(instance, launch._in_process_target(WORKSPACE)) as process_context:
+        results = materialize_assets(process_context.create_request_context(),
+                                     [candidate_key("books"), accepted_key("books")], partitions)
+    return [r.data["launchPipelineExecution"]["run"]["runId"] for r in results]
+
+
+def _wait(instance: dg.DagsterInstance, run_ids: list[str], timeout: float = 120) -> list[dg.DagsterRun]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = [instance.get_run_by_id(run_id) for run_id in run_ids]
+        if all(r is not None and r.is_finished for r in runs):
+            return runs
+        time.sleep(0.5)
+    raise AssertionError(f"runs {run_ids} did not finish in {timeout}s")
+
+
+def test_asset_graph_job_runs_in_process_with_the_contract_tags(demo_home: Path) -> None:
+    assert build_definitions().resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
+    instance = dg.DagsterInstance.get()
+    assert isinstance(instance.run_coordinator, ScrapeRunCoordinator)  # the demo's dagster.yaml
+    run_ids = _launch_from_the_asset_graph(instance, ["dune", "neuromancer"])
+    for run_id, partition in zip(run_ids, ["dune", "neuromancer"]):
+        run = instance.get_run_by_id(run_id)
+        assert run.job_name == "__ASSET_JOB" and run.status == dg.DagsterRunStatus.QUEUED
+        assert (run.tags[CONTRACT_TAG], run.tags[TARGET_TAG]) == ("books", f"books/{partition}")
+    daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", WORKSPACE], cwd=REPO,
+                              env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        runs = _wait(instance, run_ids)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+    for run in runs:
+        # every step in the run's own process: no step subprocesses
+        assert not instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_WORKER_STARTING)
+        steps = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)
+        assert len({e.dagster_event.pid for e in steps}) == 1
+    store = ProjectStore(settings.db_url())
+    dune = store.latest_candidate("books", "dune", run_id=run_ids[0])
+    assert dune.outcome in ("valid", "healed")
+    assert runs[0].status == dg.DagsterRunStatus.SUCCESS
+
+
+def test_runs_spanning_contracts_or_other_assets_get_no_scrape_tags() -> None:
+    from scrape_contracts.queue import scrape_tags
+
+    def run(*keys: dg.AssetKey, **tags: str) -> dg.DagsterRun:
+        return dg.DagsterRun(job_name="__ASSET_JOB", asset_selection=frozenset(keys), tags=tags)
+
+    assert scrape_tags(run(candidate_key("books"), accepted_key("jobs"))) == {}
+    assert scrape_tags(run(dg.AssetKey("price_report"))) == {}
+    assert scrape_tags(run(accepted_key("books"), dg.AssetKey("price_report"))) == {CONTRACT_TAG: "books"}
+    assert scrape_tags(run(candidate_key("books"), **{"dagster/partition": "dune"})) == {
+        CONTRACT_TAG: "books", TARGET_TAG: "books/dune"}

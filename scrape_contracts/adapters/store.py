@@ -630,6 +630,20 @@ class ProjectStore:
         return AcceptedVersion(cand.contract, cand.partition, version, cand.record, cand.url, cand.id, run_id,
                                cand.page_sha256, source, reviewer, reason, _now())
 
+    def accepted_basis(self, contract: str, partitions: Sequence[str]) -> dict[str, tuple[int | None, str | None]]:
+        """partition → (selector version, contract fingerprint) its newest accepted record was extracted under."""
+        newest = (sa.select(accepted.c.partition, sa.func.max(accepted.c.version).label("version"))
+                  .where(accepted.c.contract == contract, accepted.c.partition.in_(list(partitions)))
+                  .group_by(accepted.c.partition).subquery())
+        query = (sa.select(accepted.c.partition, candidates.c.selector_version, candidates.c.details)
+                 .join(newest, sa.and_(accepted.c.partition == newest.c.partition,
+                                       accepted.c.version == newest.c.version))
+                 .join(candidates, candidates.c.id == accepted.c.candidate_id)
+                 .where(accepted.c.contract == contract))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return {r.partition: (r.selector_version, (r.details or {}).get("contract_fingerprint")) for r in rows}
+
     def latest_accepted(self, contract: str, partition: str) -> AcceptedVersion | None:
         with self.engine.connect() as conn:
             row = conn.execute(

@@ -10,7 +10,9 @@ record root, so a later ``records:`` form (a selector for each record on the pag
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import re
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -338,6 +340,16 @@ class Contract(_Strict):
 
     def selectors(self) -> dict[str, str]:
         return {name: spec.selector for name, spec in self.fields.items()}
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What decides extraction, validation and gating: the fields (selectors, types, patterns, normalise,
+        rules) and the schema; not the description, owners, targets, fetch settings or schedule. An accepted
+        version remembers the fingerprint it was extracted under, and a page that did not change is only
+        taken as unchanged under the same fingerprint (an edited contract re-extracts the stored page)."""
+        decisive = {"fields": {name: spec.model_dump(mode="json") for name, spec in self.fields.items()},
+                    "schema": self.json_schema}
+        return hashlib.sha256(json.dumps(decisive, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 
 def partition_key_for_url(url: str) -> str:

@@ -96,7 +96,8 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
                 artifacts: ArtifactStoreResource) -> Extracted:
         """Apply the current selector version to the page."""
         selectors = store.get().current_selectors(name, contract.selectors())
-        html = None if fetched.unchanged or not fetched.page_sha256 else artifacts.get().get(fetched.page_sha256)
+        html = None if scrape.shortcut_holds(loaded, fetched, selectors) else \
+            scrape.page_html(fetched, None, artifacts.get())
         return scrape.extract(loaded, fetched, selectors, html, emitter(context, name))
 
     @dg.op(name=f"{name}_validate", tags=op_tags)
@@ -119,6 +120,8 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
     @dg.graph_asset(
         key=candidate_key(name), partitions_def=partitions_def, group_name=name,
         description=f"Candidate record of contract {name!r}: fetched, extracted, validated, healed.",
+        # the UI marks partitions whose data came from an older version of the contract
+        code_version=contract.fingerprint,
         owners=_owners(contract.owners), kinds={"html"},
         tags={"scrape_contracts/contract": name},
     )

@@ -191,8 +191,11 @@ class _Worker:
             before = self.share.previous.get(target.partition)
             fetched = scrape.observe_page(self.loaded, target.partition, target.url, page, before, self.artifacts,
                                           story)
-            html = None if fetched.unchanged else page.html
-            out = scrape.process_page(self.loaded, fetched, html, self._latest_selectors(), story)
+            selectors = self._latest_selectors()
+            # an unchanged page costs nothing more, unless the contract or the selectors changed since
+            html = None if scrape.shortcut_holds(self.loaded, fetched, selectors) else \
+                scrape.page_html(fetched, page.html, self.artifacts)
+            out = scrape.process_page(self.loaded, fetched, html, selectors, story)
             return _Item(target, tuple(story.events), out)
         except Exception as exc:  # noqa: BLE001
             return _failure(self.loaded.contract.name, target, exc)
@@ -217,8 +220,7 @@ class BatchRunner:
         """Scrape ``targets``; yields each chunk of outcomes after it is committed to the store."""
         self.stats = BatchStats()
         names = [t.partition for t in targets]
-        previous = {v.partition: Previous(dict(v.record), v.version, v.page_sha256)
-                    for v in self.store.latest_accepted_all(self.contract.name, names)}
+        previous = scrape.previous_all(self.store, self.contract.name, names)
         states = self.store.states(self.contract.name)
         # never more workers than requests allowed per host: each worker gets a whole share of the politeness
         count = max(1, min(self.settings.parse_workers, self.settings.per_host, len(targets) or 1))

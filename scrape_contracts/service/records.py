@@ -73,6 +73,9 @@ class Previous:
     record: dict[str, Any]
     version: int
     page_sha256: str | None
+    # what it was extracted under: the unchanged shortcut holds only while both are the same
+    selector_version: int | None = None
+    contract_fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Extracted:
     problems: tuple[FieldProblem, ...]
     selector_version: int
     selectors: dict[str, str]
+    reused: bool = False  # the last accepted record, by the unchanged shortcut: nothing was extracted
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,7 @@ class ScrapeResult:
     heal: HealReport
     fetched: Fetched
     selector_version: int | None
+    contract_fingerprint: str | None = None
 
     @property
     def page_sha256(self) -> str | None:
@@ -170,6 +175,7 @@ class ScrapeResult:
             "heal": self.heal.as_dict(),
             "attempts": [dict(a) for a in self.fetched.attempts],
             "validators": self.fetched.validators,
+            "contract_fingerprint": self.contract_fingerprint,
         }
 
 

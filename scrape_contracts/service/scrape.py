@@ -47,8 +47,35 @@ def target_urls(loaded: LoadedContract, store: ProjectStore) -> dict[str, str]:
 
 
 def previous_of(store: ProjectStore, contract: str, partition: str) -> Previous | None:
-    latest = store.latest_accepted(contract, partition)
-    return Previous(dict(latest.record), latest.version, latest.page_sha256) if latest else None
+    return previous_all(store, contract, [partition]).get(partition)
+
+
+def previous_all(store: ProjectStore, contract: str, partitions: list[str]) -> dict[str, Previous]:
+    """The last accepted version of each target, with what it was extracted under (one read each)."""
+    basis = store.accepted_basis(contract, partitions)
+    return {v.partition: Previous(dict(v.record), v.version, v.page_sha256, *basis.get(v.partition, (None, None)))
+            for v in store.latest_accepted_all(contract, partitions)}
+
+
+def shortcut_holds(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion) -> bool:
+    """An unchanged page may reuse the last accepted record only when it was extracted the same way.
+
+    After a contract edit (a new field, a fixed selector or pattern) or a heal, the stored page is extracted
+    again; the records of old versions without a fingerprint count as extracted the same way.
+    """
+    previous = fetched.previous
+    if not fetched.unchanged or previous is None:
+        return False
+    same_contract = previous.contract_fingerprint in (None, loaded.contract.fingerprint)
+    same_selectors = previous.selector_version in (None, selectors.version)
+    return same_contract and same_selectors
+
+
+def page_html(fetched: Fetched, page_html_now: str | None, artifacts: ArtifactStore) -> str | None:
+    """The page to extract from: the one just fetched, or, after a 304, the stored last accepted page."""
+    if page_html_now:
+        return page_html_now
+    return artifacts.get(fetched.page_sha256) if fetched.page_sha256 else None
 
 
 def observe_page(loaded: LoadedContract, partition: str, url: str, page: Any, previous: Previous | None,
@@ -79,13 +106,14 @@ def observe_page(loaded: LoadedContract, partition: str, url: str, page: Any, pr
 def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion, html: str | None,
             emit: Emit) -> Extracted:
     """Apply the selector version in force; an unchanged page reuses the last accepted record."""
-    if fetched.unchanged and fetched.previous is not None:
+    if shortcut_holds(loaded, fetched, selectors):
         emit(Stage.EXTRACTED, {"skipped": "page unchanged since the last accepted version",
                                "selector_version": selectors.version})
-        return Extracted(fetched, dict(fetched.previous.record), (), selectors.version, dict(selectors.selectors))
+        return Extracted(fetched, dict(fetched.previous.record), (), selectors.version, dict(selectors.selectors),
+                         reused=True)
     if html is None:
-        raise RuntimeError(f"page {fetched.page_sha256} is missing from the artifact store; re-run to fetch it "
-                           "again")
+        raise RuntimeError(f"page {fetched.page_sha256} is missing from the artifact store; run again with "
+                           "--force to fetch it again")
     extraction = extract_record(html, loaded.contract.fields, selectors.selectors)
     emit(Stage.EXTRACTED, {"record": extraction.record, "selector_version": selectors.version,
                            "problems": [dataclasses.asdict(p) for p in extraction.problems]})
@@ -112,7 +140,8 @@ def heal_triggers(validated: Validated) -> list[str]:
 
 
 def needs_healing(loaded: LoadedContract, validated: Validated) -> bool:
-    return bool(heal_triggers(validated)) and loaded.contract.healing.enabled and not validated.fetched.unchanged
+    # a reused record (the unchanged shortcut) has no selector to heal
+    return bool(heal_triggers(validated)) and loaded.contract.healing.enabled and not validated.extracted.reused
 
 
 def decide(loaded: LoadedContract, validated: Validated, heal: HealReport, emit: Emit) -> ScrapeResult:
@@ -127,6 +156,7 @@ def decide(loaded: LoadedContract, validated: Validated, heal: HealReport, emit:
         contract=loaded.contract.name, partition=validated.fetched.partition, url=validated.fetched.url,
         record=record, outcome=outcome, violations=validated.violations, problems=validated.extracted.problems,
         changes=changes, heal=heal, fetched=validated.fetched, selector_version=validated.extracted.selector_version,
+        contract_fingerprint=loaded.contract.fingerprint,
     )
 
 

@@ -1,0 +1,46 @@
+"""An edited contract takes effect on pages that did not change; an edit that changes nothing costs nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrape_contracts.events import read_trail
+from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.defs.test_batch import run_batch
+
+
+def _without_sku(harness: Harness) -> None:
+    path = harness.contracts_dir / "shop.yaml"
+    path.write_text(path.read_text().replace('  sku:\n    selector: "#sku"\n', ""))
+
+
+@pytest.mark.parametrize("path", ["single", "batch"])
+def test_added_field_is_extracted_from_an_unchanged_page(sqlite_harness: Harness, site, path: str) -> None:
+    harness = sqlite_harness
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    _without_sku(harness)
+
+    def scrape() -> str:
+        result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop")
+        assert result.success
+        return harness.store.latest_candidate("shop", "p1").outcome
+
+    assert scrape() == "valid"
+    assert harness.accepted("shop", "p1") == {"title": "Dune", "price": 100.0}
+    # the same page, and the contract gains a field: the stored page is extracted again
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    assert scrape() == "valid"
+    assert harness.accepted("shop", "p1") == {"title": "Dune", "sku": "BK-1", "price": 100.0}
+    # an edit that does not change extraction keeps the shortcut: unchanged, nothing parsed
+    contract = harness.contracts_dir / "shop.yaml"
+    contract.write_text(contract.read_text().replace("products served by the test site", "our books"))
+    assert scrape() == "unchanged"
+    trail = read_trail(harness.instance, "shop", partition="p1", limit=1000)[0]
+    last_run = trail[-1].run_id
+    stages = [(e.stage, e.metadata) for e in trail if e.run_id == last_run]
+    if path == "single":
+        assert any(stage == "extracted" and "skipped" in data for stage, data in stages)
+    else:  # a batch records unchanged targets in its summary only
+        assert [stage for stage, _ in stages] == ["unchanged"]
+    assert len(harness.store.accepted_history("shop", "p1")) == 2

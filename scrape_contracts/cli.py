@@ -223,6 +223,8 @@ def _run_specs(loaded, keys: list[str], args: argparse.Namespace) -> list:  # ->
     name = loaded.contract.name
     tags = {"scrape_contracts/idempotency_key": args.idempotency_key, "scrape_contracts/trigger": "cli",
             "scrape_contracts/contract": name}
+    if args.force:
+        tags["scrape_contracts/force"] = "true"
     if args.partition:
         key = args.partition
         return [RunSpec(scrape_job_name(name), idempotent_run_id(name, key, args.idempotency_key),
@@ -398,6 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idempotency-key", required=True,
                    help="the same key again launches nothing and prints the existing run")
     p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.add_argument("--force", action="store_true",
+                   help="fetch every page again without validators and extract it even when it did not change")
     p.add_argument("--wait", action="store_true",
                    help="wait for the runs to finish and print a summary (targets per outcome, failures, rate)")
     p.set_defaults(func=cmd_run)

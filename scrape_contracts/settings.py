@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from scrape_contracts.contract.safe_yaml import YamlLimits
+    from scrape_contracts.engine.limits import Limits
 
 
 def dagster_home() -> Path:
@@ -37,6 +38,32 @@ def parse_workers() -> int:
 def event_batch_size() -> int:
     """Materialisations per event-log write in batched runs (Dagster's ``DAGSTER_EVENT_BATCH_SIZE``)."""
     return _positive_int("DAGSTER_EVENT_BATCH_SIZE", 100)
+
+
+def engine_limits() -> Limits:
+    """Bounds on regex, selector and heal work (``engine.limits``; README "Limits and safety")."""
+    from scrape_contracts.engine.limits import SETTINGS, Limits
+
+    default = Limits()
+    return Limits(
+        regex_timeout_s=_positive_float(SETTINGS["regex_timeout_s"], default.regex_timeout_s),
+        selector_max_cost=_positive_int(SETTINGS["selector_max_cost"], default.selector_max_cost),
+        heal_timeout_s=_positive_float(SETTINGS["heal_timeout_s"], default.heal_timeout_s),
+        heal_max_elements=_positive_int(SETTINGS["heal_max_elements"], default.heal_max_elements),
+    )
+
+
+def _positive_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number; unset it or set e.g. {name}={default}") from None
+    if not value > 0:
+        raise ValueError(f"{name}={raw!r} must be more than 0")
+    return value
 
 
 def yaml_limits() -> YamlLimits:

@@ -84,9 +84,11 @@ class FieldSpec(_Strict):
     @classmethod
     def _pattern_compiles(cls, value: str | None) -> str | None:
         if value is not None:
+            import regex  # the engine matches with ``regex`` (it can stop a match): check the same syntax
+
             try:
-                re.compile(value)
-            except re.error as exc:
+                regex.compile(value)
+            except regex.error as exc:
                 raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
         return value
 

@@ -73,9 +73,12 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         partition = context.partition_key
         url = target_url(loaded, project_store, partition)
         state = project_store.state(name, partition)
+        # a forced run (run tag scrape_contracts/force=true, `scrape-contracts run --force`) sends no validators
+        force = context.run.tags.get("scrape_contracts/force") == "true"
         client = fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir)
         try:
-            page = client.fetch(url, etag=state.etag, last_modified=state.last_modified)
+            page = client.fetch(url, etag=None if force else state.etag,
+                                last_modified=None if force else state.last_modified)
         except FetchError as exc:
             emitter(context, name)(Stage.FETCH_FAILED, {
                 "url": redact_url(url), "error": str(exc), "kind": exc.kind,
@@ -89,7 +92,8 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
             client.close()
         # the last accepted version is read once, here: every later stage compares against the same snapshot
         previous = scrape.previous_of(project_store, name, partition)
-        return scrape.observe_page(loaded, partition, url, page, previous, artifacts.get(), emitter(context, name))
+        return scrape.observe_page(loaded, partition, url, page, previous, artifacts.get(), emitter(context, name),
+                                   force=force)
 
     @dg.op(name=f"{name}_extract", tags=op_tags)
     def extract(context: dg.OpExecutionContext, fetched: Fetched, store: ProjectStoreResource,

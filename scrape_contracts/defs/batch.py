@@ -36,6 +36,8 @@ from scrape_contracts.service.records import Stage
 from scrape_contracts.service.scrape import target_urls
 
 BATCH_TAG = "scrape_contracts/batch"
+# "true" on a run: fetch every page again without validators and extract it, even when it did not change
+FORCE_TAG = "scrape_contracts/force"
 
 
 def batch_job_name(contract: str) -> str:
@@ -47,6 +49,9 @@ class BatchConfig(dg.Config):
 
     partitions: list[str] = Field(
         default=[], description="Partition keys to scrape; empty: every target of the contract that is not paused.")
+    force: bool = Field(
+        default=False, description="Fetch every page again without validators (no 304) and extract it even "
+                                   "when it did not change (also: run tag scrape_contracts/force=true).")
 
 
 # repeated elsewhere in the same event (record, url) or only useful while debugging a fetch (attempts); the
@@ -144,6 +149,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
         os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(settings.event_batch_size()))
         runner = BatchRunner(
             loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
+            force=config.force or context.run.tags.get(FORCE_TAG) == "true",
             settings=BatchSettings(per_host=contract.fetch.concurrency, max_connections=settings.max_connections(),
                                    parse_workers=settings.parse_workers()),
         )

@@ -13,9 +13,11 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
 import parsel
+import regex
 from price_parser import Price
 
-from scrape_contracts.engine.select import parse_html, select_texts
+from scrape_contracts.engine.limits import DEFAULT_LIMITS, LimitExceeded, Limits
+from scrape_contracts.engine.select import SelectorBudget, parse_html, select_texts
 
 
 class FieldLike(Protocol):
@@ -30,7 +32,7 @@ class FieldLike(Protocol):
 @dataclass(frozen=True)
 class FieldProblem:
     field: str
-    kind: str  # no_match | multiple_matches | unparseable | pattern_no_match
+    kind: str  # no_match | multiple_matches | unparseable | pattern_no_match | limit_exceeded
     message: str
     matches: int = 0
 
@@ -79,11 +81,21 @@ def _to_number(text: str, field_type: str) -> Decimal:
     return amount
 
 
+def pattern_search(pattern: str, text: str, timeout_s: float) -> regex.Match[str] | None:
+    """``pattern`` searched in ``text`` for at most ``timeout_s`` (the ``regex`` module can stop a match;
+    ``re`` cannot, and ``^(a|a)+$`` on a long line backtracks for ever)."""
+    try:
+        return regex.search(pattern, text, timeout=timeout_s)
+    except TimeoutError:
+        what = f"pattern {pattern!r} took too long on a text of {len(text):,} characters"
+        raise LimitExceeded("regex_timeout_s", timeout_s, what) from None
+
+
 def parse_value(text: str, field_type: str, pattern: str | None = None,
-                normalise: Iterable[str] = ()) -> Any:
-    """Turn extracted text into a typed value, or raise ValueParseError."""
+                normalise: Iterable[str] = (), *, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """Turn extracted text into a typed value, or raise ValueParseError (LimitExceeded on a slow pattern)."""
     if pattern is not None:
-        match = re.search(pattern, text)
+        match = pattern_search(pattern, text, limits.regex_timeout_s)
         if match is None:
             raise ValueParseError(f"pattern {pattern!r} does not match {text!r}")
         text = match.group(1) if match.groups() else match.group(0)
@@ -109,11 +121,21 @@ def parse_value(text: str, field_type: str, pattern: str | None = None,
     return float(number)
 
 
-def extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: str | None = None
+def extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: str | None = None, *,
+                  limits: Limits = DEFAULT_LIMITS, budget: SelectorBudget | None = None,
                   ) -> tuple[Any, str | None, FieldProblem | None]:
     """(value, raw text, problem) for one field; ``selector`` overrides the spec's (healed selectors)."""
     selector = selector or spec.selector
-    texts = [t for t in select_texts(root, selector) if t != ""]
+    try:
+        return _extract_field(root, name, spec, selector, limits,
+                              budget or SelectorBudget(root, limits.selector_max_cost))
+    except LimitExceeded as exc:
+        return None, None, FieldProblem(name, "limit_exceeded", str(exc))
+
+
+def _extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: str, limits: Limits,
+                   budget: SelectorBudget) -> tuple[Any, str | None, FieldProblem | None]:
+    texts = [t for t in select_texts(root, selector, budget) if t != ""]
     if not texts:
         return None, None, FieldProblem(name, "no_match", f"selector {selector!r} matched nothing", 0)
     if len(set(texts)) > 1:
@@ -124,21 +146,24 @@ def extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: s
         )
     raw = texts[0]
     try:
-        return parse_value(raw, spec.type, spec.pattern, spec.normalise), raw, None
+        return parse_value(raw, spec.type, spec.pattern, spec.normalise, limits=limits), raw, None
     except ValueParseError as exc:
         kind = "pattern_no_match" if spec.pattern and "pattern" in str(exc) else "unparseable"
         return None, raw, FieldProblem(name, kind, f"{spec.type} field from {selector!r}: {exc}", len(texts))
 
 
 def extract_record(html: str | parsel.Selector, fields: Mapping[str, FieldLike],
-                   selectors: Mapping[str, str] | None = None) -> Extraction:
+                   selectors: Mapping[str, str] | None = None, *,
+                   limits: Limits = DEFAULT_LIMITS) -> Extraction:
     """Extract one record. ``selectors`` (field → selector) overrides the specs' selectors."""
     root = parse_html(html) if isinstance(html, str) else html
+    budget = SelectorBudget(root, limits.selector_max_cost)  # measures the page once, for every field
     record: dict[str, Any] = {}
     raw: dict[str, str | None] = {}
     problems: list[FieldProblem] = []
     for name, spec in fields.items():
-        value, text, problem = extract_field(root, name, spec, (selectors or {}).get(name))
+        value, text, problem = extract_field(root, name, spec, (selectors or {}).get(name), limits=limits,
+                                             budget=budget)
         record[name], raw[name] = value, text
         if problem is not None:
             problems.append(problem)

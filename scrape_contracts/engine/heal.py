@@ -45,7 +45,9 @@ from typing import Any
 from lxml import etree
 
 from scrape_contracts.engine.extract import ValueParseError, parse_value
+from scrape_contracts.engine.limits import DEFAULT_LIMITS, LimitExceeded, Limits
 from scrape_contracts.engine.select import (
+    SelectorBudget,
     SelectorError,
     is_xpath,
     node_text,
@@ -236,17 +238,22 @@ class HealResult:
         return self.value is not None
 
 
-def heal(before_html: str, after_html: str, fields: Mapping[str, Mapping[str, Any]]) -> dict[str, HealResult]:
-    """Heal each field of ``fields`` ({name: {"selector", "before", ...}}) against the new page."""
-    before = _Page(before_html)
-    after = _Page(after_html)
+def heal(before_html: str, after_html: str, fields: Mapping[str, Mapping[str, Any]], *,
+         limits: Limits = DEFAULT_LIMITS) -> dict[str, HealResult]:
+    """Heal each field of ``fields`` ({name: {"selector", "before", ...}}) against the new page.
+
+    A limit hit (a slow pattern, a costly selector) refuses that field, like any other refusal."""
+    before = _Page(before_html, limits)
+    after = _Page(after_html, limits)
     results: dict[str, HealResult] = {}
     for name, raw_spec in fields.items():
-        spec = _FieldSpec.from_mapping(name, raw_spec)
+        spec = _FieldSpec.from_mapping(name, raw_spec, limits)
         try:
             results[name] = _heal_field(before, after, spec)
         except (SelectorError, etree.XPathError) as exc:
             results[name] = _refuse("invalid_selector", str(exc), 0)
+        except LimitExceeded as exc:
+            results[name] = _refuse("limit_exceeded", str(exc), 0, limit=exc.limit, setting=exc.setting)
     return results
 
 
@@ -266,9 +273,10 @@ class _FieldSpec:
     change_pct: float
     change_pct_given: bool
     expected: Any
+    limits: Limits = DEFAULT_LIMITS
 
     @staticmethod
-    def from_mapping(name: str, raw: Mapping[str, Any]) -> _FieldSpec:
+    def from_mapping(name: str, raw: Mapping[str, Any], limits: Limits = DEFAULT_LIMITS) -> _FieldSpec:
         rules = raw.get("rules") or {}
         ftype = str(raw.get("type") or "string")
         pattern = raw.get("pattern")
@@ -290,6 +298,7 @@ class _FieldSpec:
             change_pct=float(pct) if pct is not None else DEFAULT_CHANGE_PCT,
             change_pct_given=pct is not None,
             expected=_coerce(pick("expected"), ftype, normalise),
+            limits=limits,
         )
 
     @property
@@ -303,7 +312,7 @@ class _FieldSpec:
 
     def parse(self, text: str) -> Any:
         """Typed value exactly as the extractor would produce it, or raise ValueParseError."""
-        return parse_value(text, self.type, self.pattern, self.normalise)
+        return parse_value(text, self.type, self.pattern, self.normalise, limits=self.limits)
 
     def violation(self, value: Any) -> str | None:
         """Why ``value`` breaks the field's rules (or the healer's own change guard), or None."""
@@ -485,8 +494,10 @@ class _Fp:
 class _Page:
     """One parsed page plus lazily computed, per-call caches (never shared between calls)."""
 
-    def __init__(self, html: str) -> None:
+    def __init__(self, html: str, limits: Limits = DEFAULT_LIMITS) -> None:
         self.sel = parse_html(html)
+        self.limits = limits
+        self.budget = SelectorBudget(self.sel, limits.selector_max_cost)
         root = self.sel.root
         self.elements: list[etree._Element] = [e for e in root.iter() if isinstance(e.tag, str)]
         self.index = {el: i for i, el in enumerate(self.elements)}
@@ -635,7 +646,7 @@ class _Page:
         key = (raw, ftype, pattern, normalise)
         if key not in self._parsed:
             try:
-                self._parsed[key] = parse_value(raw, ftype, pattern, normalise)
+                self._parsed[key] = parse_value(raw, ftype, pattern, normalise, limits=self.limits)
             except ValueParseError:
                 self._parsed[key] = _UNPARSEABLE
         return self._parsed[key]
@@ -1080,7 +1091,7 @@ def _split_selector(selector: str) -> tuple[str, str]:
 
 def _select_elements(page: _Page, selector: str) -> list[etree._Element]:
     try:
-        nodes = select(page.sel, selector)
+        nodes = select(page.sel, selector, page.budget)
     except (SelectorError, ValueError, etree.XPathError):
         return []
     return [n.root for n in nodes if isinstance(getattr(n.root, "tag", None), str)]
@@ -1792,7 +1803,7 @@ def _build_selector(ctx: _Context, cand: _Candidate, limit: int = 160) -> tuple[
 
 def _reextracts(ctx: _Context, selector: str, value: Any) -> bool:
     try:
-        nodes = select(ctx.after.sel, selector)
+        nodes = select(ctx.after.sel, selector, ctx.after.budget)
     except (SelectorError, ValueError, etree.XPathError):
         return False
     texts = [node_text(n) for n in nodes if node_text(n)]

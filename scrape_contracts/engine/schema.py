@@ -15,9 +15,14 @@ from urllib.parse import urljoin
 
 import referencing
 import referencing.exceptions
-from jsonschema import Draft202012Validator
+import regex
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from referencing.jsonschema import DRAFT202012
+
+from scrape_contracts.engine.limits import DEFAULT_LIMITS
+from scrape_contracts.engine.limits import SETTINGS as LIMIT_SETTINGS
 
 # keywords whose values are data, not subschemas: a "$ref" key inside them is not a reference
 _DATA_KEYWORDS = frozenset({"const", "enum", "examples", "default"})
@@ -38,14 +43,36 @@ def _refuse(uri: str) -> referencing.Resource:
 _REGISTRY: referencing.Registry = SPECIFICATIONS.combine(referencing.Registry(retrieve=_refuse))
 
 
+@lru_cache(maxsize=8)
+def _validator_class(regex_timeout_s: float) -> type:
+    """Draft 2020-12 whose ``pattern`` stops after ``regex_timeout_s`` (jsonschema uses ``re``, which
+    cannot be stopped: a schema pattern like ``^(a|a)+$`` would hold the run on a long value)."""
+
+    def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        if not validator.is_type(instance, "string"):
+            return
+        try:
+            matched = regex.search(patrn, instance, timeout=regex_timeout_s) is not None
+        except TimeoutError:
+            yield ValidationError(
+                f"pattern {patrn!r} took too long on a value of {len(instance):,} characters: limit "
+                f"regex_timeout_s={regex_timeout_s} (setting {LIMIT_SETTINGS['regex_timeout_s']})")
+            return
+        if not matched:
+            yield ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    return validators.extend(Draft202012Validator, {"pattern": pattern})
+
+
 @lru_cache(maxsize=256)
-def _validator_for_json(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json), registry=_REGISTRY)
+def _validator_for_json(schema_json: str, regex_timeout_s: float) -> Draft202012Validator:
+    return _validator_class(regex_timeout_s)(json.loads(schema_json), registry=_REGISTRY)
 
 
-def record_validator(schema: Mapping[str, Any]) -> Draft202012Validator:
-    """A validator for ``schema`` that never retrieves anything (cached per schema)."""
-    return _validator_for_json(json.dumps(schema, sort_keys=True, default=str))
+def record_validator(schema: Mapping[str, Any], regex_timeout_s: float = DEFAULT_LIMITS.regex_timeout_s
+                     ) -> Draft202012Validator:
+    """A validator for ``schema`` that never retrieves anything and bounds its patterns (cached)."""
+    return _validator_for_json(json.dumps(schema, sort_keys=True, default=str), regex_timeout_s)
 
 
 def _references(schema: Any) -> Iterator[tuple[str, str, str]]:

@@ -16,8 +16,14 @@ from cssselect.xpath import ExpressionError as _CssExpressionError
 from lxml import etree
 from parsel.csstranslator import css2xpath
 
+from scrape_contracts.engine.limits import LimitExceeded
+from scrape_contracts.engine.xpath_cost import PageShape, selector_cost, split_steps, step_cost
+
 _WS = re.compile(r"\s+")
 _NON_CONTENT = ("script", "style", "noscript", "template")
+# parsel binds EXSLT's regular expressions (re:test, re:match, re:replace), which lxml runs with Python's
+# re module inside the XPath call: no time limit can reach them. A field's ``pattern`` is the bounded way.
+_EXSLT_REGEX = re.compile(r"(?<![\w.-])re:(?:test|match|replace)\s*\(")
 
 
 class SelectorError(ValueError):
@@ -39,6 +45,9 @@ def compile_selector(selector: str) -> str:
             etree.XPath(selector)
         except etree.XPathSyntaxError as exc:
             raise SelectorError(f"invalid XPath {selector!r}: {exc}") from None
+        if _EXSLT_REGEX.search(selector):
+            raise SelectorError(f"XPath {selector!r} uses an EXSLT regular expression (re:...), which runs "
+                                "without a time limit; select the element and use the field's pattern")
         return selector
     try:
         return css2xpath(selector)
@@ -51,7 +60,82 @@ def parse_html(html: str) -> parsel.Selector:
     return parsel.Selector(text=html or "<html></html>", type="html")
 
 
-def select(root: parsel.Selector, selector: str) -> parsel.SelectorList:
+class SelectorBudget:
+    """Refuses, before it runs, a selector whose estimated work on this page is over ``max_cost``.
+
+    libxml2 cannot stop an XPath once started, so the bound is on the estimate (``xpath_cost``): the page's
+    node and attribute counts first (two cheap counts), and only when a selector looks costly with those
+    alone, its real depth and fan-out (one walk over the page).
+    """
+
+    def __init__(self, root: parsel.Selector, max_cost: float) -> None:
+        self.root = root
+        self.max_cost = max_cost
+        self._shape: PageShape | None = None
+        self._measured = False
+
+    def shape(self, measured: bool = False) -> PageShape:
+        tree = self.root.root
+        if self._shape is None:
+            self._shape = PageShape(nodes=int(tree.xpath("count(//node())")),
+                                    attributes=int(tree.xpath("count(//@*)")))
+        if measured and not self._measured:
+            self._shape, self._measured = page_shape(tree, self._shape), True
+        return self._shape
+
+    def check(self, selector: str) -> None:
+        xpath = compile_selector(selector)
+        cost = selector_cost(xpath, self.shape())
+        if cost > self.max_cost:
+            cost = selector_cost(xpath, self.shape(measured=True))
+        if cost > self.max_cost:
+            cost = self._stepwise_cost(xpath)
+        if cost > self.max_cost:
+            shape = self.shape()
+            raise LimitExceeded("selector_max_cost", f"{self.max_cost:.3g}",
+                                f"selector {selector!r} would cost about {cost:.3g} node visits on this page "
+                                f"({shape.nodes:,} nodes, {shape.depth} deep), so it was not run")
+
+
+    def _stepwise_cost(self, xpath: str) -> float:
+        """The estimate again, step by step from the nodes each step really kept: the whole-page estimate
+        assumes every element passes every test, which is far off for ``//dt[.='Price']/following-sibling::dd``
+        on a page with one dt. Each prefix runs only after its own estimate passed."""
+        steps = split_steps(xpath)
+        if not steps:
+            return float("inf")
+        shape = self.shape(measured=True)
+        nodes: list = [self.root.root]
+        total, prefix = 0.0, ""
+        for i, step in enumerate(steps):
+            if not all(isinstance(getattr(n, "tag", None), str) for n in nodes):
+                return float("inf")  # text or attribute results in the middle: no cheaper estimate
+            total += step_cost(step, shape, len(nodes)) if i else selector_cost(step, shape)
+            if total > self.max_cost or i == len(steps) - 1:
+                return total
+            prefix += step
+            nodes = self.root.root.xpath(prefix)
+        return total
+
+
+def page_shape(tree: etree._Element, counts: PageShape) -> PageShape:
+    """Depth, largest fan-out and most attributes of one element, in one pass without recursion."""
+    depth = deepest = fanout = attributes = 0
+    for event, element in etree.iterwalk(tree, events=("start", "end")):
+        if event == "start":
+            depth += 1
+            deepest = max(deepest, depth)
+            fanout = max(fanout, len(element))
+            if isinstance(element.tag, str):
+                attributes = max(attributes, len(element.attrib))
+        else:
+            depth -= 1
+    return PageShape(counts.nodes, counts.attributes, deepest, fanout, attributes)
+
+
+def select(root: parsel.Selector, selector: str, budget: SelectorBudget | None = None) -> parsel.SelectorList:
+    if budget is not None:
+        budget.check(selector)
     return root.xpath(compile_selector(selector))
 
 
@@ -81,5 +165,5 @@ def _visible_text(element) -> list[str]:
     return parts
 
 
-def select_texts(root: parsel.Selector, selector: str) -> list[str]:
-    return [node_text(n) for n in select(root, selector)]
+def select_texts(root: parsel.Selector, selector: str, budget: SelectorBudget | None = None) -> list[str]:
+    return [node_text(n) for n in select(root, selector, budget)]

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from referencing.exceptions import Unresolvable
 
 from scrape_contracts.engine.diff import change_pct, comparable
+from scrape_contracts.engine.limits import DEFAULT_LIMITS, Limits
 from scrape_contracts.engine.schema import describe_unresolvable, record_validator
 
 
@@ -55,15 +56,17 @@ REQUIRED_CHECK = "required_fields_present"
 CHANGE_CHECK = "change_within_limit"
 
 
-def validate_schema(record: Mapping[str, Any], schema: Mapping[str, Any]) -> list[Violation]:
+def validate_schema(record: Mapping[str, Any], schema: Mapping[str, Any], *,
+                    limits: Limits = DEFAULT_LIMITS) -> list[Violation]:
     """Every schema error of ``record`` (not only the first), one violation each."""
-    validator = record_validator(schema)
+    validator = record_validator(schema, limits.regex_timeout_s)
     try:
         errors = list(validator.iter_errors(dict(record)))
     except Unresolvable as exc:  # jsonschema wraps it in its own subclass
         # the loader refuses such schemas; a contract model built in code could still carry one
+        ref = getattr(exc, "ref", "")
         return [Violation(SCHEMA_CHECK, None, "schema.$ref",
-                          f"record: the schema's $ref {getattr(exc, 'ref', '')!r} {describe_unresolvable(exc)}")]
+                          f"record: the schema's $ref {ref!r} {describe_unresolvable(exc)}")]
     violations = []
     for error in sorted(errors, key=lambda e: [str(p) for p in e.path]):
         field = str(error.path[0]) if error.path else None

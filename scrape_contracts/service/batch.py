@@ -122,6 +122,7 @@ class _Share:
     selectors: SelectorVersion
     per_host: int
     max_connections: int
+    force: bool = False  # no validators, no unchanged shortcut: every page fetched and extracted again
 
 
 # ---- the workers: each fetches and processes its share --------------------------------------------------
@@ -177,7 +178,8 @@ class _Worker:
     async def fetch(self, fetcher: Any, target: BatchTarget) -> Any:
         before = self.share.previous.get(target.partition)
         # validators are only worth sending when there is accepted data to fall back on
-        etag, last_modified = self.share.validators.get(target.partition, (None, None)) if before else (None, None)
+        etag, last_modified = self.share.validators.get(target.partition, (None, None)) \
+            if before and not self.share.force else (None, None)
         try:
             return await fetcher.fetch(target.url, etag=etag, last_modified=last_modified)
         except Exception as exc:  # noqa: BLE001 (one target's failure is its own, never the batch's)
@@ -190,7 +192,7 @@ class _Worker:
             story = StoryRecorder()
             before = self.share.previous.get(target.partition)
             fetched = scrape.observe_page(self.loaded, target.partition, target.url, page, before, self.artifacts,
-                                          story)
+                                          story, force=self.share.force)
             selectors = self._latest_selectors()
             # an unchanged page costs nothing more, unless the contract or the selectors changed since
             html = None if scrape.shortcut_holds(self.loaded, fetched, selectors) else \
@@ -204,7 +206,7 @@ class _Worker:
 # ---- the runner: the run's own process ------------------------------------------------------------------
 class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
-                 fetch_settings: Any, settings: BatchSettings = BatchSettings()) -> None:
+                 fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False) -> None:
         self.loaded = loaded
         self.contract = loaded.contract
         self.store = store
@@ -212,6 +214,7 @@ class BatchRunner:
         self.run_id = run_id
         self.fetch_settings = fetch_settings
         self.settings = settings
+        self.force = force
         self.stats = BatchStats()
         self._selectors = store.current_selectors(self.contract.name, self.contract.selectors())
         self._controls: list[Any] = []
@@ -239,7 +242,7 @@ class BatchRunner:
                            {t.partition: previous[t.partition] for t in mine if t.partition in previous},
                            {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                             for t in mine if t.partition in states},
-                           self._selectors, per_host, connections)
+                           self._selectors, per_host, connections, self.force)
             args = (share, results, self._controls[index])
             worker = (threading.Thread(target=_worker_main, args=args, daemon=True) if in_threads
                       else ctx.Process(target=_worker_main, args=args, daemon=True))

@@ -79,14 +79,14 @@ def page_html(fetched: Fetched, page_html_now: str | None, artifacts: ArtifactSt
 
 
 def observe_page(loaded: LoadedContract, partition: str, url: str, page: Any, previous: Previous | None,
-                 artifacts: ArtifactStore, emit: Emit) -> Fetched:
-    """Store the fetched page and note whether it is the one last accepted."""
+                 artifacts: ArtifactStore, emit: Emit, *, force: bool = False) -> Fetched:
+    """Store the fetched page and note whether it is the one last accepted (never, with ``force``)."""
     if page.not_modified and previous is None:
         # a 304 refers to a copy we no longer have: without this, extract finds no page much later
         raise FetchError(f"GET {page.url} failed: HTTP 304 Not Modified, but target {partition!r} has no "
                          "accepted version to reuse", kind="http_status", url=page.url, status=304)
     page_sha = None if page.not_modified else artifacts.put(page.html)
-    unchanged = previous is not None and (page.not_modified or page_sha == previous.page_sha256)
+    unchanged = not force and previous is not None and (page.not_modified or page_sha == previous.page_sha256)
     attempts = tuple(dict(a) for a in page.attempts)
     emit(Stage.FETCHED, {
         "url": page.url, "status": page.status, "elapsed_s": round(page.elapsed_s, 3),

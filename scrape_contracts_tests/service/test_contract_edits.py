@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from scrape_contracts.events import read_trail
@@ -44,3 +46,46 @@ def test_added_field_is_extracted_from_an_unchanged_page(sqlite_harness: Harness
     else:  # a batch records unchanged targets in its summary only
         assert [stage for stage, _ in stages] == ["unchanged"]
     assert len(harness.store.accepted_history("shop", "p1")) == 2
+
+
+@pytest.mark.parametrize("path", ["single", "batch"])
+def test_force_fetches_without_validators_and_extracts_again(sqlite_harness: Harness, site, path: str) -> None:
+    from scrape_contracts.defs.batch import batch_job_name
+    from scrape_contracts.defs.jobs import scrape_job_name
+    from scrape_contracts_tests.fixture_site import Response
+
+    harness = sqlite_harness
+    body = product_page("Dune", "BK-1", "$100.00").encode()
+
+    def etagged(request: Any) -> Response:
+        if request.headers.get("if-none-match") == '"v1"':
+            return Response(304, b"", {"ETag": '"v1"'})
+        return Response(200, body, {"ETag": '"v1"'})
+
+    site.set_handler("/p/1", etagged)
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    defs = harness.definitions()
+
+    def scrape(force: bool) -> str:
+        if path == "single":
+            job = defs.resolve_job_def(scrape_job_name("shop"))
+            result = job.execute_in_process(partition_key="p1", instance=harness.instance, raise_on_error=False,
+                                            tags={"scrape_contracts/force": "true"} if force else None)
+        else:
+            result = run_batch(harness, "shop", defs=defs) if not force else \
+                defs.resolve_job_def(batch_job_name("shop")).execute_in_process(
+                    run_config={"ops": {"shop_scrape_batch": {"config": {"partitions": [], "force": True}}}},
+                    instance=harness.instance, raise_on_error=False)
+        assert result.success
+        return result.run_id
+
+    scrape(False)
+    scrape(False)
+    assert site.requests_to("/p/1")[-1].headers.get("if-none-match") == '"v1"'  # a conditional request: 304
+    run_id = scrape(True)
+    assert "if-none-match" not in site.requests_to("/p/1")[-1].headers  # forced: the whole page again
+    assert harness.store.latest_candidate("shop", "p1").run_id == run_id
+    if path == "single":
+        trail = read_trail(harness.instance, "shop", partition="p1", limit=1000)[0]
+        extracted = [e for e in trail if e.run_id == run_id and e.stage == "extracted"]
+        assert extracted and "skipped" not in extracted[0].metadata  # extracted again, not reused

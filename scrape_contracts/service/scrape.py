@@ -11,6 +11,7 @@ import dataclasses
 import time
 from typing import Any
 
+from scrape_contracts import settings
 from scrape_contracts.adapters.artifacts import ArtifactStore
 from scrape_contracts.adapters.fetch.page import FetchError
 from scrape_contracts.adapters.store import ProjectStore, SelectorConflict, SelectorVersion
@@ -114,7 +115,8 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
     if html is None:
         raise RuntimeError(f"page {fetched.page_sha256} is missing from the artifact store; run again with "
                            "--force to fetch it again")
-    extraction = extract_record(html, loaded.contract.fields, selectors.selectors)
+    extraction = extract_record(html, loaded.contract.fields, selectors.selectors,
+                                limits=settings.engine_limits())
     emit(Stage.EXTRACTED, {"record": extraction.record, "selector_version": selectors.version,
                            "problems": [dataclasses.asdict(p) for p in extraction.problems]})
     return Extracted(fetched, extraction.record, extraction.problems, selectors.version, dict(selectors.selectors))
@@ -124,7 +126,8 @@ def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Valida
     """JSON Schema and the contract's rules, against the last accepted version."""
     contract = loaded.contract
     previous = extracted.fetched.previous
-    violations = tuple(validate_schema(extracted.record, contract.record_schema()) + validate_rules(
+    schema_violations = validate_schema(extracted.record, contract.record_schema(), limits=settings.engine_limits())
+    violations = tuple(schema_violations + validate_rules(
         extracted.record, contract.fields, previous.record if previous else None,
         contract.expected_for(extracted.fetched.partition)))
     for violation in violations:
@@ -164,7 +167,8 @@ def rejudge(loaded: LoadedContract, partition: str, record: dict[str, Any], prev
             healed: bool) -> tuple[tuple[Any, ...], tuple[Any, ...], Outcome]:
     """(violations, changes, outcome) of a record against ``previous``: the gate, without the stages' story."""
     contract = loaded.contract
-    violations = tuple(validate_schema(record, contract.record_schema()) + validate_rules(
+    schema_violations = validate_schema(record, contract.record_schema(), limits=settings.engine_limits())
+    violations = tuple(schema_violations + validate_rules(
         record, contract.fields, previous.record if previous else None, contract.expected_for(partition)))
     changes = tuple(diff_records(previous.record if previous else None, record, contract.fields))
     return violations, changes, decide_outcome(violations, changes, healed=healed, has_previous=previous is not None)
@@ -228,7 +232,7 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
         for name in triggers
     }
     started = time.perf_counter()
-    results = heal(before_html, after_html, specs)
+    results = heal(before_html, after_html, specs, limits=settings.engine_limits())
     evidence = {name: {"value": r.value, "selector": r.selector, "old_selector": extracted.selectors[name],
                        "confidence": round(r.confidence, 3), "evidence": r.evidence}
                 for name, r in results.items()}
@@ -246,7 +250,8 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
         return validated, HealReport(attempted=True, fields=triggers, reason=reason, results=evidence,
                                      seconds=seconds)
     version = _save_selectors(loaded, extracted, {n: results[n] for n in triggers}, run_id, store)
-    extraction = extract_record(after_html, contract.fields, version.selectors)
+    extraction = extract_record(after_html, contract.fields, version.selectors,
+                                limits=settings.engine_limits())
     re_extracted = dataclasses.replace(extracted, record=extraction.record, problems=extraction.problems,
                                        selector_version=version.version, selectors=dict(version.selectors))
     re_validated = validate(loaded, re_extracted, lambda *_: None)

@@ -166,6 +166,29 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pause(args: argparse.Namespace) -> int:
+    import dagster as dg
+
+    from scrape_contracts.adapters.store import StoreError
+    from scrape_contracts.defs.assets import candidate_key
+    from scrape_contracts.service import targets
+
+    loaded = _contract(args, args.contract)
+    store = _store()  # a target can be paused before its first scrape
+    _require_target(loaded, args.partition, _instance(), store)
+    try:
+        change = targets.pause(store, loaded.contract.name, args.partition, by=args.by, reason=args.reason)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _instance().report_runless_asset_event(dg.AssetObservation(
+        asset_key=candidate_key(loaded.contract.name), partition=args.partition,
+        metadata={"stage": "paused", "reason": change.reason, "by": args.by}))
+    print(f"paused {loaded.contract.name}/{args.partition}: {change.reason} "
+          f"(schedules and batches skip it until `scrape-contracts resume {loaded.contract.name} {args.partition}`)")
+    return 0
+
+
 def cmd_events(args: argparse.Namespace) -> int:
     from scrape_contracts.events import read_trail
 
@@ -419,6 +442,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("contract")
     p.add_argument("partition")
     p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("pause", help="stop scraping a target until it is resumed (its accepted data stays)")
+    p.add_argument("contract")
+    p.add_argument("partition")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--by", default=os.environ.get("USER") or "unknown", help="who pauses it (default: $USER)")
+    p.set_defaults(func=cmd_pause)
 
     p = sub.add_parser("events", help="the event trail of a contract from run history, oldest first")
     p.add_argument("contract")

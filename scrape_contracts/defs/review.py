@@ -50,6 +50,38 @@ def review_job() -> None:
     review_decision()
 
 
+class TargetStateConfig(dg.Config):
+    contract: str
+    partition: str
+    action: str  # pause | resume
+    by: str
+    reason: str
+
+
+@dg.op(name="set_target_state")
+def set_target_state(context: dg.OpExecutionContext, config: TargetStateConfig, store: ProjectStoreResource) -> None:
+    """Pause or resume one target by hand, recording who and why."""
+    from scrape_contracts.service import targets
+
+    if config.action not in ("pause", "resume"):
+        raise dg.Failure(f"action must be 'pause' or 'resume', not {config.action!r}")
+    try:
+        change = (targets.pause if config.action == "pause" else targets.resume)(
+            store.get(), config.contract, config.partition, by=config.by, reason=config.reason)
+    except StoreError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+    context.log_event(dg.AssetObservation(
+        asset_key=candidate_key(config.contract), partition=config.partition,
+        metadata={"stage": "paused" if change.paused else "resumed", "reason": change.reason, "by": config.by}))
+    context.log.info(f"{config.contract}/{config.partition}: {change.reason}")
+
+
+@dg.job(name="target_state_job", tags={"scrape_contracts/kind": "target_state"},
+        description="Pause or resume a target by hand (contract, partition, action, by, reason).")
+def target_state_job() -> None:
+    set_target_state()
+
+
 @dg.sensor(name="review_sensor", minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Announces each newly quarantined candidate once (cursor = last candidate id).")
 def review_sensor(context: dg.SensorEvaluationContext, store: ProjectStoreResource) -> dg.SensorResult:

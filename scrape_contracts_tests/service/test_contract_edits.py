@@ -89,3 +89,27 @@ def test_force_fetches_without_validators_and_extracts_again(sqlite_harness: Har
         trail = read_trail(harness.instance, "shop", partition="p1", limit=1000)[0]
         extracted = [e for e in trail if e.run_id == run_id and e.stage == "extracted"]
         assert extracted and "skipped" not in extracted[0].metadata  # extracted again, not reused
+
+
+def test_pause_by_hand_then_batches_skip_the_target_until_resumed(sqlite_harness: Harness, site, capsys) -> None:
+    from scrape_contracts.cli import main
+
+    harness = sqlite_harness
+    for i in (1, 2):
+        site.set_page(f"/p/{i}", product_page(f"B{i}", f"BK-{i}", f"${i}0.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1"), "p2": site.url("/p/2")})
+    args = ["--contracts-dir", str(harness.contracts_dir)]
+    assert main([*args, "pause", "shop", "p1", "--reason", "site migrating", "--by", "carol"]) == 0
+    assert "paused shop/p1: paused by hand by carol: site migrating" in capsys.readouterr().out
+    result = run_batch(harness, "shop")
+    assert {c.partition for c in harness.store.candidates_of_run(result.run_id)} == {"p2"}
+    trail = read_trail(harness.instance, "shop", partition="p1")[0]
+    assert [(e.stage, e.metadata["by"]) for e in trail] == [("paused", "carol")]
+    # the UI's way: target_state_job
+    defs = harness.definitions()
+    done = defs.resolve_job_def("target_state_job").execute_in_process(run_config={"ops": {"set_target_state": {
+        "config": {"contract": "shop", "partition": "p1", "action": "resume", "by": "dave", "reason": "done"}}}},
+        instance=harness.instance)
+    assert done.success and not harness.store.state("shop", "p1").paused
+    assert main([*args, "pause", "shop", "p1", "--reason", " ", "--by", "carol"]) == 2
+    assert "needs who (--by) and why (--reason)" in capsys.readouterr().err

@@ -248,14 +248,19 @@ def _run_specs(loaded, keys: list[str], args: argparse.Namespace) -> list:  # ->
             "scrape_contracts/contract": name}
     if args.force:
         tags["scrape_contracts/force"] = "true"
-    if args.partition:
+    reextract = getattr(args, "reextract", False)
+    if reextract:
+        tags["scrape_contracts/trigger"] = "cli-reextract"
+    if args.partition and not reextract:
         key = args.partition
         return [RunSpec(scrape_job_name(name), idempotent_run_id(name, key, args.idempotency_key),
                         {**tags, "dagster/partition": key, TARGET_TAG: f"{name}/{key}"}, label=f"{name}/{key}")]
-    groups = chunks(keys, loaded.contract.batch_size)
-    return [RunSpec(batch_job_name(name), batch_run_id(name, i, len(groups), args.idempotency_key),
+    groups = chunks([args.partition] if args.partition else keys, loaded.contract.batch_size)
+    kind = "reextract" if reextract else "batch"
+    return [RunSpec(batch_job_name(name), batch_run_id(name, i, len(groups), f"{kind}:{args.idempotency_key}"
+                                                      if reextract else args.idempotency_key),
                     {**tags, BATCH_TAG: f"{name}/{i}-of-{len(groups)}"},
-                    {"ops": {f"{name}_scrape_batch": {"config": {"partitions": group}}}},
+                    {"ops": {f"{name}_scrape_batch": {"config": {"partitions": group, "reextract": reextract}}}},
                     label=f"{name} batch {i}/{len(groups)} ({len(group)} targets)")
             for i, group in enumerate(groups, start=1)]
 
@@ -428,6 +433,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true",
                    help="wait for the runs to finish and print a summary (targets per outcome, failures, rate)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("reextract", help="extract, validate, heal and gate each target's last fetched page again, "
+                                         "without fetching (after a contract edit), as batched runs")
+    p.add_argument("contract")
+    p.add_argument("--partition", default=None, help="one target (default: every target that is not paused)")
+    p.add_argument("--idempotency-key", required=True,
+                   help="the same key again launches nothing and prints the existing run")
+    p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.add_argument("--wait", action="store_true", help="wait for the runs and print a summary")
+    p.set_defaults(func=cmd_run, reextract=True, force=False)
 
     p = sub.add_parser("review", help="accept or reject the quarantined candidate of a target")
     p.add_argument("decision", choices=["accept", "reject"])

@@ -630,6 +630,17 @@ class ProjectStore:
         return AcceptedVersion(cand.contract, cand.partition, version, cand.record, cand.url, cand.id, run_id,
                                cand.page_sha256, source, reviewer, reason, _now())
 
+    def last_pages(self, contract: str, partitions: Sequence[str]) -> dict[str, str]:
+        """partition → sha256 of the page its newest candidate was extracted from (what re-extraction reads)."""
+        newest = (sa.select(sa.func.max(candidates.c.id).label("id"))
+                  .where(candidates.c.contract == contract, candidates.c.partition.in_(list(partitions)),
+                         candidates.c.page_sha256.is_not(None))
+                  .group_by(candidates.c.partition).subquery())
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(candidates.c.partition, candidates.c.page_sha256)
+                                .join(newest, candidates.c.id == newest.c.id)).all()
+        return {r.partition: r.page_sha256 for r in rows}
+
     def accepted_basis(self, contract: str, partitions: Sequence[str]) -> dict[str, tuple[int | None, str | None]]:
         """partition → (selector version, contract fingerprint) its newest accepted record was extracted under."""
         newest = (sa.select(accepted.c.partition, sa.func.max(accepted.c.version).label("version"))

@@ -49,6 +49,9 @@ class BatchConfig(dg.Config):
 
     partitions: list[str] = Field(
         default=[], description="Partition keys to scrape; empty: every target of the contract that is not paused.")
+    reextract: bool = Field(
+        default=False, description="Fetch nothing: extract, validate, heal and gate each target's last fetched "
+                                   "page again (after a contract edit). Targets with no stored page are skipped.")
     force: bool = Field(
         default=False, description="Fetch every page again without validators (no 304) and extract it even "
                                    "when it did not change (also: run tag scrape_contracts/force=true).")
@@ -149,7 +152,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
         os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(settings.event_batch_size()))
         runner = BatchRunner(
             loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
-            force=config.force or context.run.tags.get(FORCE_TAG) == "true",
+            force=config.force or context.run.tags.get(FORCE_TAG) == "true", reextract=config.reextract,
             settings=BatchSettings(per_host=contract.fetch.concurrency, max_connections=settings.max_connections(),
                                    parse_workers=settings.parse_workers()),
         )

@@ -123,6 +123,44 @@ class _Share:
     per_host: int
     max_connections: int
     force: bool = False  # no validators, no unchanged shortcut: every page fetched and extracted again
+    stored_pages: dict[str, str] | None = None  # re-extraction: partition → sha256 of its last fetched page
+
+
+@dataclass(frozen=True)
+class StoredPage:
+    """A page read back from the artifact store instead of fetched: what re-extraction works on."""
+
+    url: str
+    html: str
+    sha256: str
+    status: int = 200
+    requested_url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    encoding: str | None = "utf-8"
+    not_modified: bool = False
+    etag: str | None = None
+    last_modified: str | None = None
+    attempts: tuple[dict[str, Any], ...] = ()
+
+
+class _ArtifactFetcher:
+    """The fetcher of a re-extraction: the target's last fetched page, from the artifact store."""
+
+    def __init__(self, artifacts: ArtifactStore, pages: dict[str, str], urls: dict[str, str]) -> None:
+        self.artifacts, self.pages, self.partitions = artifacts, pages, {u: p for p, u in urls.items()}
+
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> StoredPage:
+        partition = self.partitions[url]
+        sha = self.pages.get(partition)
+        html = self.artifacts.get(sha) if sha else None
+        if html is None:
+            raise LookupError(f"no stored page for {partition!r} (never fetched, or pruned): re-extraction "
+                              "skips it; scrape it with `scrape-contracts run` instead")
+        return StoredPage(url=url, html=html, sha256=sha, requested_url=url)
+
+    async def aclose(self) -> None:
+        return None
 
 
 # ---- the workers: each fetches and processes its share --------------------------------------------------
@@ -161,7 +199,11 @@ class _Worker:
         hosts = {urlsplit(t.url).hostname for t in share.targets}
         lanes = max(1, min(share.max_connections, share.per_host * len(hosts), len(share.targets)))
         pending = iter(share.targets)
-        fetcher = async_fetcher_for(share.fetch_settings, self.loaded.base_dir, max_connections=share.max_connections)
+        if share.stored_pages is not None:
+            fetcher: Any = _ArtifactFetcher(self.artifacts, share.stored_pages, {t.partition: t.url for t in share.targets})
+        else:
+            fetcher = async_fetcher_for(share.fetch_settings, self.loaded.base_dir,
+                                        max_connections=share.max_connections)
 
         async def lane() -> None:
             for target in pending:
@@ -206,7 +248,8 @@ class _Worker:
 # ---- the runner: the run's own process ------------------------------------------------------------------
 class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
-                 fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False) -> None:
+                 fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
+                 reextract: bool = False) -> None:
         self.loaded = loaded
         self.contract = loaded.contract
         self.store = store
@@ -215,6 +258,7 @@ class BatchRunner:
         self.fetch_settings = fetch_settings
         self.settings = settings
         self.force = force
+        self.reextract = reextract  # work on each target's last fetched page instead of fetching
         self.stats = BatchStats()
         self._selectors = store.current_selectors(self.contract.name, self.contract.selectors())
         self._controls: list[Any] = []
@@ -225,6 +269,7 @@ class BatchRunner:
         names = [t.partition for t in targets]
         previous = scrape.previous_all(self.store, self.contract.name, names)
         states = self.store.states(self.contract.name)
+        pages = self.store.last_pages(self.contract.name, names) if self.reextract else None
         # never more workers than requests allowed per host: each worker gets a whole share of the politeness
         count = max(1, min(self.settings.parse_workers, self.settings.per_host, len(targets) or 1))
         in_threads = self.settings.parse_workers <= 0
@@ -242,7 +287,9 @@ class BatchRunner:
                            {t.partition: previous[t.partition] for t in mine if t.partition in previous},
                            {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                             for t in mine if t.partition in states},
-                           self._selectors, per_host, connections, self.force)
+                           self._selectors, per_host, connections, self.force,
+                           {t.partition: pages[t.partition] for t in mine if t.partition in pages}
+                           if pages is not None else None)
             args = (share, results, self._controls[index])
             worker = (threading.Thread(target=_worker_main, args=args, daemon=True) if in_threads
                       else ctx.Process(target=_worker_main, args=args, daemon=True))

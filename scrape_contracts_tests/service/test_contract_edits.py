@@ -113,3 +113,31 @@ def test_pause_by_hand_then_batches_skip_the_target_until_resumed(sqlite_harness
     assert done.success and not harness.store.state("shop", "p1").paused
     assert main([*args, "pause", "shop", "p1", "--reason", " ", "--by", "carol"]) == 2
     assert "needs who (--by) and why (--reason)" in capsys.readouterr().err
+
+
+def test_reextract_reads_stored_pages_without_fetching(sqlite_harness: Harness, site) -> None:
+    from scrape_contracts.adapters.artifacts import ArtifactStore
+
+    harness = sqlite_harness
+    keys = [f"t{i:02d}" for i in range(20)]
+    for i, key in enumerate(keys):
+        site.set_page(f"/p/{key}", product_page(f"B{i}", f"BK-{i}", f"${i + 1}.00"))
+    harness.write_product_contract("shop", {k: site.url(f"/p/{k}") for k in keys})
+    _without_sku(harness)
+    assert run_batch(harness, "shop").success
+    assert harness.accepted("shop", "t03") == {"title": "B3", "price": 4.0}
+    fetched = len(site.requests)
+    # the contract gains a field; one stored page is gone (pruned)
+    harness.write_product_contract("shop", {k: site.url(f"/p/{k}") for k in keys})
+    lost = harness.store.latest_accepted("shop", "t19").page_sha256
+    ArtifactStore(harness.backend.home / "artifacts")._path(lost).unlink()
+    job = harness.definitions().resolve_job_def("scrape_shop_batch_job")
+    result = job.execute_in_process(run_config={"ops": {"shop_scrape_batch": {"config": {"reextract": True}}}},
+                                    instance=harness.instance, raise_on_error=False)
+    assert result.success
+    assert len(site.requests) == fetched  # nothing reached the site
+    assert harness.accepted("shop", "t03") == {"title": "B3", "sku": "BK-3", "price": 4.0}
+    assert all("sku" in harness.accepted("shop", k) for k in keys[:19])
+    assert harness.accepted("shop", "t19") == {"title": "B19", "price": 20.0}  # skipped, kept as it was
+    trail = read_trail(harness.instance, "shop", partition="t19", limit=100)[0]
+    assert any(e.run_id == result.run_id and "no stored page" in e.summary for e in trail)

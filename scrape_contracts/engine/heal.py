@@ -254,6 +254,9 @@ def heal(before_html: str, after_html: str, fields: Mapping[str, Mapping[str, An
             results[name] = _refuse("invalid_selector", str(exc), 0)
         except LimitExceeded as exc:
             results[name] = _refuse("limit_exceeded", str(exc), 0, limit=exc.limit, setting=exc.setting)
+        except RecursionError:
+            # every walk here is a loop; should one still recurse, the page is refused, not the run failed
+            results[name] = _refuse("too_deep", "the page nests too deep to compare", 0)
     return results
 
 
@@ -940,33 +943,32 @@ class _Page:
                 raw = re.sub(r"^\s*(<!--|//<!\[CDATA\[)|(-->|//\]\]>)\s*$", "", raw)
                 try:
                     doc = json.loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):  # deeper than json will nest: no evidence
                     continue
                 _walk_jsonld(doc, (), False, out)
             self._jsonld = out
         return self._jsonld
 
 
+_RELATED_JSONLD_KEYS = frozenset(
+    "isRelatedTo isSimilarTo relatedLink itemListElement isAccessoryOrSparePartFor recommendations hasPart".split()
+)
+
+
 def _walk_jsonld(node: Any, path: tuple[str, ...], related: bool, out: list) -> None:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            rel = related or key in (
-                "isRelatedTo",
-                "isSimilarTo",
-                "relatedLink",
-                "itemListElement",
-                "isAccessoryOrSparePartFor",
-                "recommendations",
-                "hasPart",
-            )
-            _walk_jsonld(value, (*path[-2:], key), rel, out)
-    elif isinstance(node, list):
-        for item in node:
-            _walk_jsonld(item, path, related, out)
-    elif node is not None:
-        if path and path[-1].startswith("@") and path[-1] != "@value":
-            return
-        out.append((frozenset(w for k in path for w in _words(k)), node, related))
+    """Leaves of a JSON-LD document in order, with the last keys above them (a loop: JSON nests deep)."""
+    stack: list[tuple[Any, tuple[str, ...], bool]] = [(node, path, related)]
+    while stack:
+        node, path, related = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((value, (*path[-2:], key), related or key in _RELATED_JSONLD_KEYS)
+                         for key, value in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend((item, path, related) for item in reversed(node))
+        elif node is not None:
+            if path and path[-1].startswith("@") and path[-1] != "@value":
+                continue
+            out.append((frozenset(w for k in path for w in _words(k)), node, related))
 
 
 def _label_like(text: str) -> bool:

@@ -154,14 +154,24 @@ def node_text(node: parsel.Selector) -> str:
 
 
 def _visible_text(element) -> list[str]:
+    """Text of ``element`` and its content descendants in document order, each child's tail after it.
+
+    A loop with its own stack, not recursion: pages nest thousands of elements deep (20,000 raised
+    RecursionError here), and the parser keeps up to its own depth limit."""
     parts: list[str] = []
-    if isinstance(element.tag, str) and element.tag not in _NON_CONTENT:
-        if element.text:
-            parts.append(element.text)
-        for child in element:
-            parts.extend(_visible_text(child))
-            if child.tail:
-                parts.append(child.tail)
+    stack: list = [element]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):  # a tail, queued behind its element's subtree
+            parts.append(item)
+            continue
+        if isinstance(item.tag, str) and item.tag not in _NON_CONTENT:
+            if item.text:
+                parts.append(item.text)
+            for child in reversed(item):
+                if child.tail:
+                    stack.append(child.tail)
+                stack.append(child)
     return parts
 
 

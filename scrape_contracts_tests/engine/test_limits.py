@@ -110,3 +110,31 @@ def test_slow_pattern_during_a_heal_is_a_refusal() -> None:
     [result] = heal(before, after, {"v": {"selector": "#v", "before": "aaaa", "pattern": "^((a|a)+)$"}},
                     limits=FAST).values()
     assert not result.healed and result.evidence["limit"] == "regex_timeout_s"
+
+
+# -- deep nesting -----------------------------------------------------------------------------------------
+
+def _nested(depth: int, inner: str, tag: str = "span") -> str:
+    return f"<{tag}>" * depth + inner + f"</{tag}>" * depth
+
+
+def test_a_field_nesting_thousands_of_elements_deep_is_read() -> None:
+    # 1,900 levels: inside the parser's own depth limit, far past Python's recursion limit
+    page = _page(f"<div id='v'>{_nested(1900, 'deep value')}</div><h1>ok</h1>")
+    result = extract_record(page, {"v": FieldSpec(selector="#v"), "title": FieldSpec(selector="h1")})
+    assert result.problems == () and result.record == {"v": "deep value", "title": "ok"}
+
+
+def test_twenty_thousand_levels_end_in_a_field_problem_not_a_crash() -> None:
+    # the parser keeps the first 2,048 levels (libxml2's limit) and drops the rest of the page
+    page = _page(f"<div id='v'>{_nested(20000, 'deep value')}</div><h1>ok</h1>")
+    result = extract_record(page, {"v": FieldSpec(selector="#v"), "title": FieldSpec(selector="h1")})
+    assert {p.field: p.kind for p in result.problems} == {"v": "no_match", "title": "no_match"}
+
+
+def test_heal_on_a_deeply_nested_page_completes() -> None:
+    before = _page("<p id='price' itemprop='price'>$10.00</p>")
+    deep_jsonld = '<script type="application/ld+json">' + '{"a":' * 3000 + "1" + "}" * 3000 + "</script>"
+    after = _page(f"{deep_jsonld}<div class='wrap'>{_nested(1500, '<b itemprop=price>$10.00</b>', 'div')}</div>")
+    [result] = heal(before, after, {"price": {"selector": "#price", "before": 10.0, "type": "price"}}).values()
+    assert result.healed and result.selector == 'b[itemprop="price"]'

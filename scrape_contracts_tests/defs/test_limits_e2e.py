@@ -1,0 +1,29 @@
+"""Hostile pages through the whole pipeline: a refusal caused by a limit or a deep page spends the heal
+budget like any other refusal, and big values are not copied into every event."""
+
+from __future__ import annotations
+
+from scrape_contracts_tests.conftest import Harness, product_page
+
+
+def _deep(depth: int, inner: str) -> str:
+    return "<span>" * depth + inner + "</span>" * depth
+
+
+def test_heal_on_a_deep_page_is_a_refusal_that_spends_the_budget(sqlite_harness: Harness, site) -> None:
+    harness = sqlite_harness
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    assert harness.run("shop", "p1").success
+
+    # the facts are gone and the headline nests 1,500 elements deep (RecursionError in the healer before)
+    gone = product_page("Dune", layout="gone").replace(
+        '<h2 class="headline">Dune</h2>', f'<h2 class="headline">{_deep(1500, "Dune")}</h2>')
+    site.set_page("/p/1", gone)
+    for attempt in (1, 2, 3):
+        result = harness.run("shop", "p1")
+        assert not result.success
+        assert harness.store.state("shop", "p1").heal_attempts == attempt
+    state = harness.store.state("shop", "p1")
+    assert state.paused and "healing budget exhausted" in state.pause_reason
+    assert harness.accepted("shop", "p1") == {"title": "Dune", "sku": "BK-1", "price": 100.0}

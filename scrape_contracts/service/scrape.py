@@ -17,7 +17,7 @@ from scrape_contracts.adapters.fetch.page import FetchError
 from scrape_contracts.adapters.store import ProjectStore, SelectorConflict, SelectorVersion
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.diff import diff_records
-from scrape_contracts.engine.extract import extract_record
+from scrape_contracts.engine.extract import Extraction, extract_record
 from scrape_contracts.engine.outcome import Outcome, decide_outcome
 from scrape_contracts.engine.validate import CHANGE_CHECK, validate_rules, validate_schema
 from scrape_contracts.service.records import (
@@ -117,9 +117,35 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
                            "--force to fetch it again")
     extraction = extract_record(html, loaded.contract.fields, selectors.selectors,
                                 limits=settings.engine_limits())
+    extraction, used, fallback = _earlier_layout(loaded, html, selectors, extraction)
     emit(Stage.EXTRACTED, {"record": extraction.record, "selector_version": selectors.version,
-                           "problems": [dataclasses.asdict(p) for p in extraction.problems]})
-    return Extracted(fetched, extraction.record, extraction.problems, selectors.version, dict(selectors.selectors))
+                           "problems": [dataclasses.asdict(p) for p in extraction.problems],
+                           **({"contract_selectors": fallback} if fallback else {})})
+    return Extracted(fetched, extraction.record, extraction.problems, selectors.version, used)
+
+
+def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersion, extraction: Extraction
+                    ) -> tuple[Extraction, dict[str, str], dict[str, str]]:
+    """(extraction, selectors used, fields taken with the contract's own selector).
+
+    A site can go back to the layout the contract was written for (a redesign rolled back, an A/B test):
+    a healed selector then finds nothing where the contract's selector still does. That selector is tried
+    for each such field before anything is healed, so going back costs no heal and no healing budget.
+    """
+    own = selectors.contract_selectors
+    used = dict(selectors.selectors)
+    failing = {p.field for p in extraction.problems if own.get(p.field) and own[p.field] != used.get(p.field)}
+    if not failing:
+        return extraction, used, {}
+    fields = loaded.contract.fields
+    trial = extract_record(html, {n: fields[n] for n in failing}, {n: own[n] for n in failing},
+                           limits=settings.engine_limits())
+    back = {n: own[n] for n in sorted(failing - trial.problem_fields())}
+    if not back:
+        return extraction, used, {}
+    return Extraction(record={**extraction.record, **{n: trial.record[n] for n in back}},
+                      raw={**extraction.raw, **{n: trial.raw[n] for n in back}},
+                      problems=tuple(p for p in extraction.problems if p.field not in back)), {**used, **back}, back
 
 
 def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Validated:

@@ -1,0 +1,35 @@
+"""A site going back to the layout the contract was written for, after a heal: no heal, no budget spent."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrape_contracts.events import read_trail
+from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.defs.test_batch import run_batch
+
+
+@pytest.mark.parametrize("path", ["single", "batch"])
+def test_back_to_the_contract_layout_after_a_heal(sqlite_harness: Harness, site, monkeypatch, path: str) -> None:
+    harness = sqlite_harness
+    monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "0")  # the batch's worker code, in a thread
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+
+    def scrape() -> str:
+        result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop", ["p1"])
+        assert result.success
+        return harness.store.latest_candidate("shop", "p1", run_id=result.run_id).outcome
+
+    assert scrape() == "valid"
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$101.00", layout="renamed"))
+    assert scrape() == "healed"
+    healed = harness.store.selector_history("shop")[-1]
+    assert healed.selectors["price"] == 'strong[data-field="price"]'  # matches nothing on the old layout
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$102.00"))  # the redesign is rolled back
+    assert scrape() == "valid"
+    assert harness.accepted("shop", "p1")["price"] == 102.0
+    assert [v.version for v in harness.store.selector_history("shop")] == [1, 2]  # nothing healed again
+    assert harness.store.state("shop", "p1").heal_attempts == 0
+    trail = [e for e in read_trail(harness.instance, "shop", partition="p1")[0] if e.stage == "extracted"]
+    assert trail[-1].metadata["contract_selectors"] == {"price": "#price"}

@@ -37,8 +37,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from itertools import islice
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -226,6 +227,20 @@ _UTILITY_CLASS = re.compile(
 # -- public API -------------------------------------------------------------------------------------------
 
 
+class _Deadline:
+    """The time one heal call may take; checked where the work grows with the page (each text parsed, each
+    selector tried), so a page that would take minutes is refused after ``seconds``."""
+
+    def __init__(self, clock: Callable[[], float], seconds: float) -> None:
+        self.clock = clock
+        self.seconds = seconds
+        self.at = clock() + seconds
+
+    def check(self) -> None:
+        if self.clock() > self.at:
+            raise LimitExceeded("heal_timeout_s", self.seconds, "the heal took too long")
+
+
 @dataclass(frozen=True)
 class HealResult:
     value: Any | None  # None = refused
@@ -239,12 +254,19 @@ class HealResult:
 
 
 def heal(before_html: str, after_html: str, fields: Mapping[str, Mapping[str, Any]], *,
-         limits: Limits = DEFAULT_LIMITS) -> dict[str, HealResult]:
+         limits: Limits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic) -> dict[str, HealResult]:
     """Heal each field of ``fields`` ({name: {"selector", "before", ...}}) against the new page.
 
-    A limit hit (a slow pattern, a costly selector) refuses that field, like any other refusal."""
-    before = _Page(before_html, limits)
-    after = _Page(after_html, limits)
+    A limit hit refuses, like any other refusal: a page over ``heal_max_elements`` every field, running
+    past ``heal_timeout_s`` the field being healed and those after it, a slow pattern or a costly
+    selector of the contract that field."""
+    deadline = _Deadline(clock, limits.heal_timeout_s)
+    try:
+        before = _Page(before_html, limits, deadline)
+        after = _Page(after_html, limits, deadline)
+    except LimitExceeded as exc:
+        return {name: _refuse("limit_exceeded", str(exc), 0, limit=exc.limit, setting=exc.setting)
+                for name in fields}
     results: dict[str, HealResult] = {}
     for name, raw_spec in fields.items():
         spec = _FieldSpec.from_mapping(name, raw_spec, limits)
@@ -497,11 +519,17 @@ class _Fp:
 class _Page:
     """One parsed page plus lazily computed, per-call caches (never shared between calls)."""
 
-    def __init__(self, html: str, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(self, html: str, limits: Limits = DEFAULT_LIMITS, deadline: _Deadline | None = None) -> None:
         self.sel = parse_html(html)
         self.limits = limits
+        self.deadline = deadline or _Deadline(time.monotonic, limits.heal_timeout_s)
         self.budget = SelectorBudget(self.sel, limits.selector_max_cost)
         root = self.sel.root
+        elements = int(root.xpath("count(//*)"))
+        if elements > limits.heal_max_elements:
+            # every cache below is per element: refuse before building them (219 s at 200,000 elements)
+            raise LimitExceeded("heal_max_elements", limits.heal_max_elements,
+                                f"the page has {elements:,} elements, too many to heal")
         self.elements: list[etree._Element] = [e for e in root.iter() if isinstance(e.tag, str)]
         self.index = {el: i for i, el in enumerate(self.elements)}
         self.text = self._texts()
@@ -637,6 +665,7 @@ class _Page:
 
     def parse(self, spec: _FieldSpec, raw: str) -> Any:
         """``spec.parse(raw)`` memoised per page (price parsing dominates on big pages), or _UNPARSEABLE."""
+        self.deadline.check()
         if spec.numeric and spec.pattern is None and not spec.normalise:
             # number and price parse identically, integer adds a whole-number check: parse each text once
             number = self._parse_key(raw, "number", None, ())
@@ -1091,10 +1120,16 @@ def _split_selector(selector: str) -> tuple[str, str]:
     return element, f"attr:{match.group(2)}" if match.group(2) else "text"
 
 
-def _select_elements(page: _Page, selector: str) -> list[etree._Element]:
+def _select_elements(page: _Page, selector: str, *, own: bool = False) -> list[etree._Element]:
+    """Elements ``selector`` matches; a selector over the cost limit raises for the contract's ``own``
+    selector (the field is refused, naming the limit) and matches nothing for one the healer made up."""
     try:
         nodes = select(page.sel, selector, page.budget)
     except (SelectorError, ValueError, etree.XPathError):
+        return []
+    except LimitExceeded:
+        if own:
+            raise
         return []
     return [n.root for n in nodes if isinstance(getattr(n.root, "tag", None), str)]
 
@@ -1102,7 +1137,7 @@ def _select_elements(page: _Page, selector: str) -> list[etree._Element]:
 def _locate_targets(page: _Page, spec: _FieldSpec) -> tuple[list[tuple[etree._Element, str]], str]:
     """The element(s) the old selector read the last accepted value from on the last good page."""
     element_sel, src = _split_selector(spec.selector)
-    matched = _select_elements(page, element_sel)
+    matched = _select_elements(page, element_sel, own=True)
     if spec.before is None:
         return [(el, src) for el in matched[:3]], "old_selector" if matched else "none"
     good = [
@@ -1785,6 +1820,7 @@ def _build_selector(ctx: _Context, cand: _Candidate, limit: int = 160) -> tuple[
     tried = 0
     fallback: tuple[str, str] | None = None
     for selector, kind in _selector_candidates(ctx.after, cand.el, cand.src, cand.raw):
+        ctx.after.deadline.check()
         tried += 1
         if tried > limit:
             break
@@ -1806,7 +1842,7 @@ def _build_selector(ctx: _Context, cand: _Candidate, limit: int = 160) -> tuple[
 def _reextracts(ctx: _Context, selector: str, value: Any) -> bool:
     try:
         nodes = select(ctx.after.sel, selector, ctx.after.budget)
-    except (SelectorError, ValueError, etree.XPathError):
+    except (SelectorError, ValueError, etree.XPathError, LimitExceeded):
         return False
     texts = [node_text(n) for n in nodes if node_text(n)]
     if len(texts) != 1:
@@ -1854,7 +1890,7 @@ def _heal_field(before: _Page, after: _Page, spec: _FieldSpec) -> HealResult:
         field_words=field_words,
         field_head=field_head,
         anchor_words=frozenset(anchor_words),
-        old_matches=frozenset(_select_elements(after, old_element_sel)),
+        old_matches=frozenset(_select_elements(after, old_element_sel, own=True)),
         target_flags=frozenset().union(*(before.flags(el) for el, _ in targets)),
         before=before,
         after=after,

@@ -119,18 +119,21 @@ class SelectorBudget:
 
 
 def page_shape(tree: etree._Element, counts: PageShape) -> PageShape:
-    """Depth, largest fan-out and most attributes of one element, in one pass without recursion."""
-    depth = deepest = fanout = attributes = 0
+    """Depth, fan-out (largest, and summed squares: all sibling pairs) and most attributes of one element,
+    in one pass without recursion."""
+    depth = deepest = fanout = attributes = sibling_pairs = 0
     for event, element in etree.iterwalk(tree, events=("start", "end")):
         if event == "start":
             depth += 1
             deepest = max(deepest, depth)
-            fanout = max(fanout, len(element))
+            children = len(element)
+            fanout = max(fanout, children)
+            sibling_pairs += children * children
             if isinstance(element.tag, str):
                 attributes = max(attributes, len(element.attrib))
         else:
             depth -= 1
-    return PageShape(counts.nodes, counts.attributes, deepest, fanout, attributes)
+    return PageShape(counts.nodes, counts.attributes, deepest, fanout, attributes, sibling_pairs)
 
 
 def select(root: parsel.Selector, selector: str, budget: SelectorBudget | None = None) -> parsel.SelectorList:

@@ -46,6 +46,7 @@ class PageShape:
     depth: int = 0  # deepest element nesting
     fanout: int = 0  # most children of one element
     attributes_max: int = 0  # most attributes on one element
+    sibling_pairs: int = 0  # sum over elements of (children)^2: every sibling of every node, at most
 
     @property
     def n(self) -> float:
@@ -62,6 +63,10 @@ class PageShape:
     @property
     def f(self) -> float:
         return float(max(1, self.fanout or self.nodes))
+
+    @property
+    def s2(self) -> float:
+        return float(self.sibling_pairs or self.n * self.f)
 
     @property
     def a(self) -> float:
@@ -287,7 +292,7 @@ class _Estimator:
         if axis in ("ancestor", "ancestor-or-self"):
             return min(nodes * d, n * d)
         if axis in ("following-sibling", "preceding-sibling"):
-            return min(nodes * f, n * f)
+            return min(nodes * f, shape.s2)
         if axis == "attribute":
             return min(nodes * shape.a, shape.t)
         return nodes * n  # following, preceding

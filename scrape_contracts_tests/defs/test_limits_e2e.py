@@ -3,6 +3,11 @@ budget like any other refusal, and big values are not copied into every event.""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
+from scrape_contracts.events import read_trail
 from scrape_contracts_tests.conftest import Harness, product_page
 
 
@@ -27,3 +32,24 @@ def test_heal_on_a_deep_page_is_a_refusal_that_spends_the_budget(sqlite_harness:
     state = harness.store.state("shop", "p1")
     assert state.paused and "healing budget exhausted" in state.pause_reason
     assert harness.accepted("shop", "p1") == {"title": "Dune", "sku": "BK-1", "price": 100.0}
+
+
+def test_heal_over_the_element_limit_is_a_refusal_that_spends_the_budget(
+        sqlite_harness: Harness, site, monkeypatch: pytest.MonkeyPatch) -> None:
+    harness = sqlite_harness
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    assert harness.run("shop", "p1").success
+
+    monkeypatch.setenv("SCRAPE_CONTRACTS_HEAL_MAX_ELEMENTS", "10")
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$104.00", layout="renamed"))  # healable, but too big
+    result = harness.run("shop", "p1")
+    assert not result.success
+    assert harness.store.state("shop", "p1").heal_attempts == 1
+    [healing] = [e for e in read_trail(harness.instance, "shop", partition="p1")[0]
+                 if e.stage == "healing" and e.run_id == result.run_id]
+    assert "heal_max_elements" in json.dumps(healing.metadata)
+
+    monkeypatch.delenv("SCRAPE_CONTRACTS_HEAL_MAX_ELEMENTS")
+    result = harness.run("shop", "p1")
+    assert result.success and harness.accepted("shop", "p1")["price"] == 104.0

@@ -138,3 +138,36 @@ def test_heal_on_a_deeply_nested_page_completes() -> None:
     after = _page(f"{deep_jsonld}<div class='wrap'>{_nested(1500, '<b itemprop=price>$10.00</b>', 'div')}</div>")
     [result] = heal(before, after, {"price": {"selector": "#price", "before": 10.0, "type": "price"}}).values()
     assert result.healed and result.selector == 'b[itemprop="price"]'
+
+
+# -- heal size and time -----------------------------------------------------------------------------------
+
+def _shop(price_attrs: str, rows: int = 0) -> str:
+    filler = "".join(f"<li>row {i}</li>" for i in range(rows))
+    return _page(f"<ul>{filler}</ul><span {price_attrs}>$10.00</span>")
+
+
+def test_heal_refuses_a_page_over_the_element_limit_up_front() -> None:
+    results = heal(_shop("id='price'"), _shop("class='cost'", rows=100),
+                   {"price": {"selector": "#price", "before": 10.0, "type": "price"},
+                    "title": {"selector": "h1", "before": "Dune"}}, limits=Limits(heal_max_elements=50))
+    assert {n: r.evidence["limit"] for n, r in results.items()} == {"price": "heal_max_elements",
+                                                                    "title": "heal_max_elements"}
+    assert "SCRAPE_CONTRACTS_HEAL_MAX_ELEMENTS" in results["price"].evidence["detail"]
+    # the same heal within the limit succeeds
+    [ok] = heal(_shop("id='price'"), _shop("class='cost'", rows=100),
+                {"price": {"selector": "#price", "before": 10.0, "type": "price"}}).values()
+    assert ok.healed
+
+
+def test_heal_past_its_time_limit_is_a_refusal() -> None:
+    ticks = iter(range(10**6))
+
+    def clock() -> float:  # one second per look at the clock
+        return float(next(ticks))
+
+    [result] = heal(_shop("id='price'"), _shop("class='cost'", rows=200),
+                    {"price": {"selector": "#price", "before": 10.0, "type": "price"}},
+                    limits=Limits(heal_timeout_s=20), clock=clock).values()
+    assert not result.healed and result.evidence["limit"] == "heal_timeout_s"
+    assert "SCRAPE_CONTRACTS_HEAL_TIMEOUT_S" in result.evidence["detail"]

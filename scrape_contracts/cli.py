@@ -399,6 +399,13 @@ def _store(*, existing: bool = False):
     return ProjectStore(settings.db_url())
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="scrape-contracts", description=__doc__)
     parser.add_argument("--contracts-dir", default=None,
@@ -469,7 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("contract")
     p.add_argument("--partition", default=None)
     p.add_argument("--after", type=int, default=0, help="cursor printed by a previous call")
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--limit", type=_positive_int, default=100,
+                   help="stored events per page (read from run history in pages Dagster accepts)")
     p.set_defaults(func=cmd_events)
 
     p = sub.add_parser("selectors", help="selector versions of a contract and how each came to be")

@@ -83,6 +83,23 @@ def _unchanged_lines(record: Any, data: dict[str, Any], partition: str | None) -
                        "page unchanged since the last accepted version", {}) for key in keys]
 
 
+# Dagster refuses to return more than this many records in one call (enforce_max_records_limit)
+_PAGE = 10_000
+
+
+def _records(fetch: Any, records_filter: dg.AssetRecordsFilter, limit: int) -> list[Any]:
+    """Up to ``limit`` records, oldest first, read in pages Dagster accepts."""
+    records: list[Any] = []
+    cursor = None
+    while len(records) < limit:
+        result = fetch(records_filter, limit=min(_PAGE, limit - len(records)), cursor=cursor, ascending=True)
+        records.extend(result.records)
+        if not result.has_more or not result.records:
+            break
+        cursor = result.cursor
+    return records
+
+
 def read_trail(instance: dg.DagsterInstance, contract: str, *, partition: str | None = None, after: int = 0,
                limit: int = 100) -> tuple[list[TrailEvent], int]:
     """Events of ``contract`` with storage id > ``after``, oldest first; returns (events, next cursor).
@@ -94,12 +111,12 @@ def read_trail(instance: dg.DagsterInstance, contract: str, *, partition: str | 
     groups: dict[int, list[TrailEvent]] = {}
     for key in (candidate_key(contract), accepted_key(contract)):
         records_filter = dg.AssetRecordsFilter(asset_key=key, asset_partitions=partitions, after_storage_id=after)
-        for record in instance.fetch_observations(records_filter, limit=limit, ascending=True).records:
+        for record in _records(instance.fetch_observations, records_filter, limit):
             data = _plain(record.asset_observation.metadata)
             stage = str(data.pop("stage", "observed"))
             groups[record.storage_id] = _expand(record.storage_id, record.timestamp, record.run_id,
                                                 record.asset_observation.partition, stage, data)
-        for record in instance.fetch_materializations(records_filter, limit=limit, ascending=True).records:
+        for record in _records(instance.fetch_materializations, records_filter, limit):
             data = _plain(record.asset_materialization.metadata)
             stage = "accepted" if key == accepted_key(contract) else "candidate_stored"
             data.pop("stage", None)
@@ -108,7 +125,7 @@ def read_trail(instance: dg.DagsterInstance, contract: str, *, partition: str | 
     if partition:
         # batch summaries carry no partition; they list the targets that were unchanged
         summaries = dg.AssetRecordsFilter(asset_key=candidate_key(contract), after_storage_id=after)
-        for record in instance.fetch_observations(summaries, limit=limit, ascending=True).records:
+        for record in _records(instance.fetch_observations, summaries, limit):
             data = _plain(record.asset_observation.metadata)
             if data.get("stage") == "batch_summary" and partition in (data.get("unchanged") or []):
                 groups[record.storage_id] = _unchanged_lines(record, data, partition)

@@ -135,3 +135,11 @@ def test_read_accepted_from_an_empty_postgres_database(pg_database: str, monkeyp
     with engine.connect() as conn:
         assert not sa.inspect(conn).has_table("sc_candidates")  # reading created nothing
     engine.dispose()
+
+
+def test_events_with_a_limit_above_dagsters_page_size(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Dagster returns at most 10,000 records per call; --limit 100000 raised its invariant error
+    code, err = _cli(["events", "books", "--limit", "100000"], capsys)
+    assert code == 0 and err == ""
+    code, err = _cli(["events", "books", "--limit", "0"], capsys)
+    assert code == 2 and "must be 1 or more" in err

@@ -53,3 +53,22 @@ def test_heal_over_the_element_limit_is_a_refusal_that_spends_the_budget(
     monkeypatch.delenv("SCRAPE_CONTRACTS_HEAL_MAX_ELEMENTS")
     result = harness.run("shop", "p1")
     assert result.success and harness.accepted("shop", "p1")["price"] == 104.0
+
+
+def test_trail_is_read_in_pages_dagster_accepts(sqlite_harness: Harness, site,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from scrape_contracts import events
+
+    harness = sqlite_harness
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    assert harness.run("shop", "p1").success
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$104.00"))
+    assert harness.run("shop", "p1").success
+    whole, cursor = read_trail(harness.instance, "shop", limit=100_000)  # more than Dagster's 10,000 per call
+    assert len({e.storage_id for e in whole}) > 4
+    monkeypatch.setattr(events, "_PAGE", 2)  # the same trail, two records per call
+    assert read_trail(harness.instance, "shop", limit=100_000) == (whole, cursor)
+    first, middle = read_trail(harness.instance, "shop", limit=3)
+    rest, end = read_trail(harness.instance, "shop", after=middle, limit=100_000)
+    assert first + rest == whole and end == cursor

@@ -17,7 +17,9 @@ import re
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator,
+)
 
 from scrape_contracts.contract.paths import confined_problem
 from scrape_contracts.engine.select import SelectorError, compile_selector
@@ -289,22 +291,21 @@ class Contract(_Strict):
                 raise ValueError(f"invalid JSON Schema: {'; '.join(problems)}")
         return value
 
-    @model_validator(mode="after")
-    def _targets_unique(self) -> Contract:
-        if isinstance(self.targets, list):
-            for target in self.targets:
-                unknown = sorted(set(target.expected) - set(self.fields))
-                if unknown:
-                    raise ValueError(f"target {target.url!r} expects unknown field(s) {', '.join(unknown)}")
-            if not self.targets:
-                raise ValueError("targets is empty: list at least one URL, or use {dynamic: true}")
-            seen: dict[str, str] = {}
-            for target in self.targets:
-                key = target.partition_key
-                if key in seen:
-                    raise ValueError(f"targets {seen[key]!r} and {target.url!r} share partition key {key!r}")
-                seen[key] = target.url
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _targets_fit_fields(cls, data: Any, handler: Any) -> Contract:
+        """Checks across targets and fields, on the raw data: reported together with the errors of single
+        fields (an "after" validator only runs once every field is valid), every problem at once."""
+        problems = _target_problems(data) if isinstance(data, dict) else []
+        try:
+            contract = handler(data)
+        except ValidationError as exc:
+            if not problems:
+                raise
+            raise _with_problems(cls.__name__, exc.errors(), problems) from None
+        if problems:
+            raise _with_problems(cls.__name__, [], problems)
+        return contract
 
     @property
     def is_dynamic(self) -> bool:
@@ -352,6 +353,43 @@ class Contract(_Strict):
         decisive = {"fields": {name: spec.model_dump(mode="json") for name, spec in self.fields.items()},
                     "schema": self.json_schema}
         return hashlib.sha256(json.dumps(decisive, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+
+
+def _target_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """(location, message) of every target that names an unknown field or repeats a partition key; tolerant
+    of targets and fields that are themselves invalid (those have their own errors)."""
+    targets, fields = data.get("targets"), data.get("fields")
+    if not isinstance(targets, list):
+        return []
+    if not targets:
+        return [(("targets",), "targets is empty: list at least one URL, or use {dynamic: true}")]
+    names = set(fields) if isinstance(fields, dict) else None
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    seen: dict[str, str] = {}
+    for i, raw in enumerate(targets):
+        target = {"url": raw} if isinstance(raw, str) else raw
+        if not isinstance(target, dict) or not isinstance(target.get("url"), str):
+            continue
+        url, expected = target["url"], target.get("expected")
+        if names is not None and isinstance(expected, dict):
+            unknown = sorted(str(k) for k in set(expected) - names)
+            if unknown:
+                problems.append((("targets", i, "expected"),
+                                 f"target {url!r} expects unknown field(s) {', '.join(unknown)}"))
+        key = target.get("key") if isinstance(target.get("key"), str) else partition_key_for_url(url)
+        if key in seen:
+            problems.append((("targets", i), f"targets {seen[key]!r} and {url!r} share partition key {key!r}"))
+        seen.setdefault(key, url)
+    return problems
+
+
+def _with_problems(title: str, errors: list[Any], problems: list[tuple[tuple[str | int, ...], str]]
+                   ) -> ValidationError:
+    details: list[Any] = [{"type": e["type"], "loc": e["loc"], "input": e.get("input"),
+                           **({"ctx": e["ctx"]} if "ctx" in e else {})} for e in errors]
+    details += [{"type": "value_error", "loc": loc, "input": None, "ctx": {"error": ValueError(message)}}
+                for loc, message in problems]
+    return ValidationError.from_exception_data(title, details)
 
 
 def partition_key_for_url(url: str) -> str:

@@ -236,3 +236,21 @@ def test_node_limit_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("SCRAPE_CONTRACTS_YAML_MAX_NODES", "1000")
     contract, errors = load_contract_file(path)
     assert errors == [] and contract is not None
+
+
+def test_whole_contract_checks_report_with_field_errors_and_all_at_once(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+        name: shop
+        targets:
+          - {url: "https://shop.example.com/p/1", key: p1, expected: {sku: A-1}}
+          - {url: "https://shop.example.com/p/2", key: p1}
+        fields:
+          title: {selector: "div[["}
+        """)
+    contract, errors = load_contract_file(path)
+    assert contract is None
+    by_field = {e.field: e for e in errors}
+    assert "invalid CSS selector" in by_field["fields.title.selector"].message
+    assert by_field["targets[0].expected"].message.endswith("expects unknown field(s) sku")
+    assert by_field["targets[0].expected"].line == 4
+    assert "share partition key 'p1'" in by_field["targets[1]"].message and by_field["targets[1]"].line == 5

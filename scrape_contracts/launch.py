@@ -65,6 +65,10 @@ def _in_process_target(workspace_file: str) -> Any | None:
                                                                       entry.get("location_name"))
     if not module or (isinstance(entry, dict) and set(entry) - {"module_name", "location_name"}):
         return None
+    if module in sys.modules:
+        # already imported in this process (a test, an embedding program): its definitions may come from
+        # another contracts folder; a code server loads them fresh
+        return None
     base = os.path.dirname(os.path.abspath(workspace_file))
     origin = LoadableTargetOrigin(executable_path=sys.executable, module_name=module, working_directory=base)
     return InProcessWorkspaceLoadTarget([InProcessCodeLocationOrigin(origin, location_name=location or module)])

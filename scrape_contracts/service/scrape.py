@@ -59,17 +59,18 @@ def previous_all(store: ProjectStore, contract: str, partitions: list[str]) -> d
 
 
 def shortcut_holds(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion) -> bool:
-    """An unchanged page may reuse the last accepted record only when it was extracted the same way.
+    """An unchanged page may reuse the last accepted record only when the contract is the same.
 
-    After a contract edit (a new field, a fixed selector or pattern) or a heal, the stored page is extracted
-    again; the records of old versions without a fingerprint count as extracted the same way.
+    After a contract edit (a new field, a fixed selector or pattern) the stored page is extracted again.
+    A heal does not count: a page byte-for-byte the one accepted still has the record accepted for it,
+    and re-extracting every unchanged page with selectors healed on another layout would make targets
+    heal back and forth, in an order that depends on which target ran first. Records of old versions
+    without a fingerprint count as extracted under the current contract.
     """
     previous = fetched.previous
     if not fetched.unchanged or previous is None:
         return False
-    same_contract = previous.contract_fingerprint in (None, loaded.contract.fingerprint)
-    same_selectors = previous.selector_version in (None, selectors.version)
-    return same_contract and same_selectors
+    return previous.contract_fingerprint in (None, loaded.contract.fingerprint)
 
 
 def page_html(fetched: Fetched, page_html_now: str | None, artifacts: ArtifactStore) -> str | None:

@@ -66,6 +66,11 @@ def _positive_float(name: str, default: float) -> float:
     return value
 
 
+def metadata_max_chars() -> int:
+    """Longest string kept in Dagster event metadata (``SCRAPE_CONTRACTS_METADATA_MAX_CHARS``)."""
+    return _positive_int("SCRAPE_CONTRACTS_METADATA_MAX_CHARS", 2000)
+
+
 def yaml_limits() -> YamlLimits:
     """Contract files: ``SCRAPE_CONTRACTS_YAML_MAX_BYTES`` and ``SCRAPE_CONTRACTS_YAML_MAX_NODES``."""
     from scrape_contracts.contract.safe_yaml import YamlLimits

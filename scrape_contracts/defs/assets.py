@@ -9,6 +9,7 @@ import dagster as dg
 
 from scrape_contracts.adapters.store import Candidate, StoreError
 from scrape_contracts.contract.loader import LoadedContract
+from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.service import gate, scrape
@@ -27,7 +28,8 @@ def accepted_key(contract: str) -> dg.AssetKey:
 
 
 def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+    # long strings (a 10 MB field value, a message quoting it) are cut: see defs/metadata.py
+    return bounded(value)
 
 
 def emitter(context: dg.OpExecutionContext, contract: str) -> Emit:

@@ -100,7 +100,7 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
         metadata: dict[str, Any] = {
             "stage": (Stage.QUARANTINED if recorded.status == "quarantined" else Stage.REJECTED).value,
             "outcome": result.outcome.value, "candidate_id": recorded.candidate_id,
-            "reasons": [v.message for v in result.violations],
+            "reasons": _jsonable([v.message for v in result.violations]),
             "stages": dg.MetadataValue.json(_jsonable(_story(outcome)))}
         if recorded.status == "quarantined":
             metadata["review"] = REVIEW_HINT

@@ -15,6 +15,7 @@ from dagster._utils.warnings import PreviewWarning
 from scrape_contracts.adapters.store import Candidate
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.defs.assets import candidate_key
+from scrape_contracts.defs.metadata import bounded, bounded_text
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.engine.validate import (
     CHANGE_CHECK, REQUIRED_CHECK, SCHEMA_CHECK, check_names,
@@ -40,17 +41,18 @@ def _description(name: str) -> str:
 def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, candidate_id: int
                    ) -> tuple[bool, dict[str, Any], str | None]:
     """(passed, metadata, description) of one check, from the violations the engine found."""
-    mine = [v for v in violations if v["check"] == check]
+    # values from the page can be huge: every string is cut to the metadata limit (defs/metadata.py)
+    mine = bounded([v for v in violations if v["check"] == check])
     metadata: dict[str, Any] = {"outcome": outcome, "candidate_id": candidate_id}
     if mine:
         first = mine[0]
         metadata.update({
             "field": first["field"] or "(record)",
             "rule": first["rule"],
-            "old": json.dumps(first["old"], default=str),
-            "new": json.dumps(first["new"], default=str),
+            "old": bounded_text(json.dumps(first["old"], default=str)),
+            "new": bounded_text(json.dumps(first["new"], default=str)),
             "message": first["message"],
-            "violations": dg.MetadataValue.json(json.loads(json.dumps(mine, default=str))),
+            "violations": dg.MetadataValue.json(mine),
         })
         if check == CHANGE_CHECK:
             metadata["review"] = "quarantined: accept or reject with review_job or `scrape-contracts review`"

@@ -7,6 +7,7 @@ import dagster as dg
 from scrape_contracts.adapters.notify import LogNotifier, ReviewNotice
 from scrape_contracts.adapters.store import StoreError
 from scrape_contracts.defs.assets import accepted_key, candidate_key
+from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.resources import ProjectStoreResource
 
 
@@ -38,7 +39,7 @@ def review_decision(context: dg.OpExecutionContext, config: ReviewConfig, store:
         context.log_event(dg.AssetMaterialization(
             asset_key=accepted_key(config.contract), partition=config.partition,
             metadata={**metadata, "stage": "accepted", "outcome": "valid", "version": review.accepted_version,
-                      "record": dg.MetadataValue.json(json.loads(json.dumps(candidate.record, default=str)))},
+                      "record": dg.MetadataValue.json(bounded(candidate.record))},
         ))
     context.log.info(f"{config.contract}/{config.partition}: candidate {review.candidate_id} "
                      f"{review.decision}ed by {review.reviewer}: {review.reason}")
@@ -97,6 +98,6 @@ def review_sensor(context: dg.SensorEvaluationContext, store: ProjectStoreResour
                                      reasons, candidate.record))
         events.append(dg.AssetObservation(
             asset_key=candidate_key(candidate.contract), partition=candidate.partition,
-            metadata={"stage": "review_announced", "candidate_id": candidate.id, "reasons": reasons},
+            metadata={"stage": "review_announced", "candidate_id": candidate.id, "reasons": bounded(reasons)},
         ))
     return dg.SensorResult(asset_events=events, cursor=json.dumps({"after_id": found[-1].id}))

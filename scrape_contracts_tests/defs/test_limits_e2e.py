@@ -72,3 +72,30 @@ def test_trail_is_read_in_pages_dagster_accepts(sqlite_harness: Harness, site,
     first, middle = read_trail(harness.instance, "shop", limit=3)
     rest, end = read_trail(harness.instance, "shop", after=middle, limit=100_000)
     assert first + rest == whole and end == cursor
+
+
+def _stored_bytes(instance, run_id: str) -> int:
+    import dagster as dg
+
+    return sum(len(dg.serialize_value(entry)) for entry in instance.all_logs(run_id))
+
+
+def test_a_huge_field_value_is_not_copied_into_every_event(sqlite_harness: Harness, site) -> None:
+    harness = sqlite_harness
+    huge = "Dune " * 200_000  # a 1 MB title
+    site.set_page("/p/1", product_page(huge.strip(), "BK-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    result = harness.run("shop", "p1")
+    assert result.success
+    assert len(harness.accepted("shop", "p1")["title"]) == len(huge.strip())  # stored whole, once
+    assert _stored_bytes(harness.instance, result.run_id) < 300_000  # was more than 3 MB: one copy per event
+    extracted = next(e for e in read_trail(harness.instance, "shop", partition="p1")[0] if e.stage == "extracted")
+    title = extracted.metadata["record"]["title"]
+    assert len(title) < 3000 and "truncated: 999,999 characters" in title
+    assert "SCRAPE_CONTRACTS_METADATA_MAX_CHARS" in title
+
+    # a violation quoting the value (its price moved beyond the limit) is cut the same way
+    site.set_page("/p/1", product_page(huge.strip(), "BK-1", "$900.00"))
+    result = harness.run("shop", "p1")
+    assert not result.success
+    assert _stored_bytes(harness.instance, result.run_id) < 300_000

@@ -56,7 +56,15 @@ def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, c
         })
         if check == CHANGE_CHECK:
             metadata["review"] = "quarantined: accept or reject with review_job or `scrape-contracts review`"
-    return not mine, metadata, mine[0]["message"] if mine else None
+    return not mine, metadata, _summary(mine)
+
+
+def _summary(violations: list[dict[str, Any]]) -> str | None:
+    """Every violation of one check in its description (a record can break the schema in several places)."""
+    if not violations:
+        return None
+    shown = "; ".join(v["message"] for v in violations[:5])
+    return shown + (f" (and {len(violations) - 5} more)" if len(violations) > 5 else "")
 
 
 def _result(check: str, candidate: Candidate) -> dg.AssetCheckResult:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from scrape_contracts.events import read_trail
-from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.conftest import Harness, failed_checks, product_page
 
 
 def _deep(depth: int, inner: str) -> str:
@@ -99,3 +99,19 @@ def test_a_huge_field_value_is_not_copied_into_every_event(sqlite_harness: Harne
     result = harness.run("shop", "p1")
     assert not result.success
     assert _stored_bytes(harness.instance, result.run_id) < 300_000
+
+
+def test_every_schema_error_of_a_record_is_reported(sqlite_harness: Harness, site) -> None:
+    harness = sqlite_harness
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")}, extra=(
+        "schema:\n  type: object\n  properties:\n    title: {type: string, maxLength: 2}\n"
+        "    sku: {type: string, pattern: '^X-'}\n"))
+    result = harness.run("shop", "p1")
+    assert not result.success
+    failed = failed_checks(result)["matches_schema"]
+    assert {v["field"] for v in failed["violations"]} == {"title", "sku"}
+    [evaluation] = [e.event_specific_data for e in result.all_events
+                    if e.event_type_value == "ASSET_CHECK_EVALUATION"
+                    and e.event_specific_data.check_name == "matches_schema"]
+    assert "title:" in evaluation.description and "sku:" in evaluation.description

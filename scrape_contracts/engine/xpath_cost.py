@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 _TOKEN = re.compile(r"""
     \s*(?:
@@ -298,10 +299,16 @@ class _Estimator:
         return nodes * n  # following, preceding
 
 
+@lru_cache(maxsize=4096)
+def _cached_tokens(xpath: str) -> list[tuple[str, str]]:
+    # selectors repeat on every page of a contract; tokenizing is most of an estimate's cost
+    return _tokens(xpath)
+
+
 def selector_cost(xpath: str, shape: PageShape) -> float:
     """Estimated node visits of ``xpath`` on a page of ``shape``; a cubic guess when it cannot be read."""
     try:
-        estimator = _Estimator(_tokens(xpath), shape)
+        estimator = _Estimator(_cached_tokens(xpath), shape)
         work = estimator.expr(1.0).work
         if estimator.peek()[0] != "end":
             raise _Unparsed(estimator.peek()[1])

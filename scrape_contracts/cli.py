@@ -149,7 +149,7 @@ def _require_target(loaded, partition: str, instance, store) -> None:
 def cmd_resume(args: argparse.Namespace) -> int:
     import dagster as dg
 
-    from scrape_contracts.defs.assets import candidate_key
+    from scrape_contracts.defs.assets import candidate_key, target_state_observation
 
     loaded = _contract(args, args.contract)
     store = _store(existing=True)
@@ -159,9 +159,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
         print(f"{loaded.contract.name}/{args.partition} is not paused")
         return 0
     store.resume(loaded.contract.name, args.partition)
+    reason = f"resumed by hand (was: {before.pause_reason})"
     _instance().report_runless_asset_event(dg.AssetObservation(
         asset_key=candidate_key(loaded.contract.name), partition=args.partition,
-        metadata={"stage": "resumed", "reason": f"resumed by hand (was: {before.pause_reason})"}))
+        metadata={"stage": "resumed", "reason": reason}, description=f"resumed: {reason}"))
+    _instance().report_runless_asset_event(target_state_observation(loaded.contract.name, args.partition, None))
     print(f"resumed {loaded.contract.name}/{args.partition} (was paused: {before.pause_reason})")
     return 0
 
@@ -170,7 +172,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from scrape_contracts.adapters.store import StoreError
-    from scrape_contracts.defs.assets import candidate_key
+    from scrape_contracts.defs.assets import candidate_key, target_state_observation
     from scrape_contracts.service import targets
 
     loaded = _contract(args, args.contract)
@@ -183,7 +185,9 @@ def cmd_pause(args: argparse.Namespace) -> int:
         return 2
     _instance().report_runless_asset_event(dg.AssetObservation(
         asset_key=candidate_key(loaded.contract.name), partition=args.partition,
-        metadata={"stage": "paused", "reason": change.reason, "by": args.by}))
+        metadata={"stage": "paused", "reason": change.reason, "by": args.by}, description=f"paused: {change.reason}"))
+    _instance().report_runless_asset_event(target_state_observation(loaded.contract.name, args.partition,
+                                                                    change.reason))
     print(f"paused {loaded.contract.name}/{args.partition}: {change.reason} "
           f"(schedules and batches skip it until `scrape-contracts resume {loaded.contract.name} {args.partition}`)")
     return 0

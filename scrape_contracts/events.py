@@ -111,7 +111,10 @@ def read_trail(instance: dg.DagsterInstance, contract: str, *, partition: str | 
     groups: dict[int, list[TrailEvent]] = {}
     for key in (candidate_key(contract), accepted_key(contract)):
         records_filter = dg.AssetRecordsFilter(asset_key=key, asset_partitions=partitions, after_storage_id=after)
-        for record in _records(instance.fetch_observations, records_filter, limit):
+        # observations on the accepted data only restate a target's paused state, told on the candidate
+        observations = _records(instance.fetch_observations, records_filter, limit) \
+            if key == candidate_key(contract) else []
+        for record in observations:
             data = _plain(record.asset_observation.metadata)
             stage = str(data.pop("stage", "observed"))
             groups[record.storage_id] = _expand(record.storage_id, record.timestamp, record.run_id,

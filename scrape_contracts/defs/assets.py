@@ -2,6 +2,7 @@
 
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +40,35 @@ def emitter(context: dg.OpExecutionContext, contract: str) -> Emit:
 
     def emit(stage: Stage, data: dict[str, Any]) -> None:
         metadata = {"stage": stage.value, **{k: _jsonable(v) for k, v in data.items()}}
-        context.log_event(dg.AssetObservation(asset_key=key, partition=partition, metadata=metadata))
+        if stage == Stage.HEALING:
+            metadata.update(selector_change_metadata({"healed": True, "results": data.get("results") or {}}))
+        context.log_event(dg.AssetObservation(asset_key=key, partition=partition, metadata=metadata,
+                                              description=stage_description(stage.value, data)))
         context.log.info(f"{stage.value}: {json.dumps(_jsonable(data))[:500]}")
 
     return emit
+
+
+def stage_description(stage: str, data: dict[str, Any]) -> str:
+    """One line naming the stage first: the asset's Events list shows an observation by its description."""
+    for key in ("reason", "message", "error", "reasons", "fields"):
+        value = data.get(key)
+        if value:
+            text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+            return f"{stage}: {text}"[:300]
+    return stage
+
+
+def target_state_observation(contract: str, partition: str, pause_reason: str | None) -> dg.AssetObservation:
+    """On the accepted data's partition: whether the target is paused and why (``no`` once it is resumed).
+
+    The partition's page shows the observations made after its latest materialisation next to it, so the
+    data being served and the reason it is not being refreshed are read together.
+    """
+    return dg.AssetObservation(
+        asset_key=accepted_key(contract), partition=partition,
+        metadata={"paused": pause_reason or "no"},
+        description=f"paused: {pause_reason}" if pause_reason else "resumed: scraped again by schedules and batches")
 
 
 class TransientFetchError(Exception):
@@ -111,17 +137,35 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         """JSON Schema and semantic rules, against the last accepted version."""
         return scrape.validate(loaded, extracted, emitter(context, name))
 
-    @dg.op(name=f"{name}_heal", tags=op_tags, out=dg.Out(io_manager_key="candidate_io_manager"))
+    # not required: a rejected candidate is not materialised (its failed checks say why), so the UI never
+    # shows it as a green "Materialized" and scrape/C is skipped rather than failed
+    @dg.op(name=f"{name}_heal", tags=op_tags,
+           out=dg.Out(io_manager_key="candidate_io_manager", is_required=False))
     def heal(context: dg.OpExecutionContext, validated: Validated, store: ProjectStoreResource,
-             artifacts: ArtifactStoreResource) -> dg.Output:
+             artifacts: ArtifactStoreResource) -> Iterator[dg.Output]:
         """Heal broken selectors (never inventing a value), diff, decide the outcome and store the candidate."""
+        from scrape_contracts.defs.checks import check_evaluations, contract_check_names
+
         emit = emitter(context, name)
-        result = scrape.heal_and_decide(loaded, validated, context.run_id, artifacts.get(), store.get(), emit)
-        recorded = gate.store_candidate(store.get(), result, context.run_id)
+        project_store = store.get()
+        result = scrape.heal_and_decide(loaded, validated, context.run_id, artifacts.get(), project_store, emit)
+        recorded = gate.store_candidate(project_store, result, context.run_id)
         if recorded.status == "quarantined":
             emit(Stage.QUARANTINED, {"candidate_id": recorded.candidate_id,
                                      "reasons": [v.message for v in result.violations], "review": REVIEW_HINT})
-        return dg.Output(recorded, metadata=candidate_metadata(result, recorded))
+        state = project_store.state(name, result.partition)
+        if state.paused:
+            context.log_event(target_state_observation(name, result.partition, state.pause_reason))
+        if recorded.status == "rejected":
+            # every check of the run, passed or failed: the check steps are skipped without a candidate
+            violations = [v.as_dict() for v in result.violations]
+            for evaluation in check_evaluations(name, result.partition, contract_check_names(loaded), violations,
+                                                result.outcome.value, recorded.candidate_id):
+                context.log_event(evaluation)
+            emit(Stage.REJECTED, {"candidate_id": recorded.candidate_id,
+                                  "reasons": [v["message"] for v in violations]})
+            return
+        yield dg.Output(recorded, metadata=candidate_metadata(result, recorded))
 
     @dg.graph_asset(
         key=candidate_key(name), partitions_def=partitions_def, group_name=name,

@@ -24,8 +24,10 @@ from pydantic import Field
 
 from scrape_contracts import settings
 from scrape_contracts.contract.loader import LoadedContract
+from scrape_contracts.adapters.store import REVIEW_PAUSE
 from scrape_contracts.defs.assets import (
-    REVIEW_HINT, _jsonable, accepted_key, accepted_metadata, candidate_key,
+    REVIEW_HINT, _jsonable, accepted_key, accepted_metadata, candidate_key, stage_description,
+    target_state_observation,
 )
 from scrape_contracts.defs.checks import check_metadata
 from scrape_contracts.defs.partitions import partitions_for
@@ -76,7 +78,8 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
     if outcome.failure is not None:
         return [], [dg.AssetObservation(asset_key=key, partition=partition, metadata={
             "stage": Stage.FETCH_FAILED.value, "error": outcome.failure.message, "kind": outcome.failure.kind,
-            "url": outcome.url, "stages": dg.MetadataValue.json(_jsonable(_story(outcome)))})]
+            "url": outcome.url, "stages": dg.MetadataValue.json(_jsonable(_story(outcome)))},
+            description=stage_description(Stage.FETCH_FAILED.value, {"error": outcome.failure.message}))]
     result, recorded = outcome.result, outcome.recorded
     assert result is not None and recorded is not None
     violations = [v.as_dict() for v in result.violations]
@@ -96,15 +99,23 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
                                        url=result.url, record=result.record, version=recorded.accepted_version,
                                        new_version=True, heal=result.heal.as_dict(), stages=_story(outcome)))
         return [materialisation], others
+    # paused by this scrape (sent to review, or its healing budget spent): said on the accepted data too
+    paused = [e.data.get("reason") for e in outcome.story if e.stage == Stage.PAUSED]
+    if recorded.status == "quarantined":
+        paused.append(f"{REVIEW_PAUSE}: {recorded.quarantine_reason}")
+    if paused:
+        others.append(target_state_observation(name, partition, paused[-1]))
     if recorded.status in ("quarantined", "rejected", "superseded"):
+        stage = (Stage.QUARANTINED if recorded.status == "quarantined" else Stage.REJECTED).value
         metadata: dict[str, Any] = {
-            "stage": (Stage.QUARANTINED if recorded.status == "quarantined" else Stage.REJECTED).value,
+            "stage": stage,
             "outcome": result.outcome.value, "candidate_id": recorded.candidate_id,
             "reasons": _jsonable([v.message for v in result.violations]),
             "stages": dg.MetadataValue.json(_jsonable(_story(outcome)))}
         if recorded.status == "quarantined":
             metadata["review"] = REVIEW_HINT
-        others.append(dg.AssetObservation(asset_key=key, partition=partition, metadata=metadata))
+        others.append(dg.AssetObservation(asset_key=key, partition=partition, metadata=metadata,
+                                          description=stage_description(stage, metadata)))
     return [], others
 
 

@@ -67,6 +67,24 @@ def _summary(violations: list[dict[str, Any]]) -> str | None:
     return shown + (f" (and {len(violations) - 5} more)" if len(violations) > 5 else "")
 
 
+def check_evaluations(contract: str, partition: str, checks: list[str], violations: list[dict[str, Any]],
+                      outcome: str, candidate_id: int) -> list[dg.AssetCheckEvaluation]:
+    """The evaluation of each of ``checks`` from the violations, for events logged outside a check step (a
+    rejected candidate is not materialised, so its check steps do not run; batched runs)."""
+    evaluations = []
+    for check in checks:
+        passed, metadata, description = check_metadata(check, violations, outcome, candidate_id)
+        evaluations.append(dg.AssetCheckEvaluation(
+            asset_key=candidate_key(contract), check_name=check, passed=passed, partition=partition,
+            severity=dg.AssetCheckSeverity.ERROR, description=description, metadata=metadata))
+    return evaluations
+
+
+def contract_check_names(loaded: LoadedContract) -> list[str]:
+    contract = loaded.contract
+    return check_names(contract.fields, [n for n in contract.fields if contract.has_expected(n)])
+
+
 def _result(check: str, candidate: Candidate) -> dg.AssetCheckResult:
     passed, metadata, description = check_metadata(check, (candidate.details or {}).get("violations", []),
                                                    candidate.outcome, candidate.id)
@@ -78,8 +96,7 @@ def build_contract_checks(loaded: LoadedContract) -> list[dg.AssetChecksDefiniti
     contract = loaded.contract
     partitions_def = partitions_for(contract)
     checks = []
-    expected_fields = [n for n in contract.fields if contract.has_expected(n)]
-    for check in check_names(contract.fields, expected_fields):
+    for check in contract_check_names(loaded):
         with warnings.catch_warnings():
             # partitioned asset checks are a preview feature in dagster 1.13; we depend on them on purpose
             warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec", category=PreviewWarning)

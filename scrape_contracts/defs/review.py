@@ -6,7 +6,7 @@ import dagster as dg
 
 from scrape_contracts.adapters.notify import LogNotifier, ReviewNotice
 from scrape_contracts.adapters.store import StoreError
-from scrape_contracts.defs.assets import accepted_key, candidate_key
+from scrape_contracts.defs.assets import accepted_key, candidate_key, target_state_observation
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.resources import ProjectStoreResource
 
@@ -32,17 +32,39 @@ def review_decision(context: dg.OpExecutionContext, config: ReviewConfig, store:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     metadata = {"stage": "reviewed", "decision": review.decision, "reviewer": review.reviewer,
                 "reason": review.reason, "candidate_id": review.candidate_id}
+    verdict = f"{review.decision}ed by {review.reviewer}: {review.reason}"
     context.log_event(dg.AssetObservation(asset_key=candidate_key(config.contract), partition=config.partition,
-                                          metadata=metadata))
+                                          metadata=metadata, description=f"reviewed: {verdict}"))
+    candidate = store.get().candidate(review.candidate_id)
     if review.decision == "accept":
-        candidate = store.get().candidate(review.candidate_id)
+        # the checks that quarantined it pass now, by the reviewer's word: the UI stops showing them failed
+        for evaluation in _accepted_evaluations(config.contract, config.partition, candidate, verdict, metadata):
+            context.log_event(evaluation)
         context.log_event(dg.AssetMaterialization(
             asset_key=accepted_key(config.contract), partition=config.partition,
             metadata={**metadata, "stage": "accepted", "outcome": "valid", "version": review.accepted_version,
                       "record": dg.MetadataValue.json(bounded(candidate.record))},
         ))
-    context.log.info(f"{config.contract}/{config.partition}: candidate {review.candidate_id} "
-                     f"{review.decision}ed by {review.reviewer}: {review.reason}")
+    state = store.get().state(config.contract, config.partition)
+    context.log_event(target_state_observation(config.contract, config.partition,
+                                               state.pause_reason if state.paused else None))
+    context.log.info(f"{config.contract}/{config.partition}: candidate {review.candidate_id} {verdict}")
+
+
+def _accepted_evaluations(contract: str, partition: str, candidate, verdict: str,
+                          review: dict) -> list[dg.AssetCheckEvaluation]:
+    """A passing evaluation of each check the candidate failed, saying who accepted it and why."""
+    violations = (candidate.details or {}).get("violations", [])
+    evaluations = []
+    for check in dict.fromkeys(v["check"] for v in violations):
+        first = next(v for v in violations if v["check"] == check)
+        evaluations.append(dg.AssetCheckEvaluation(
+            asset_key=candidate_key(contract), check_name=check, passed=True, partition=partition,
+            severity=dg.AssetCheckSeverity.ERROR, description=verdict,
+            metadata={**{k: v for k, v in review.items() if k != "stage"}, "field": first["field"] or "(record)",
+                      "rule": first["rule"], "old": json.dumps(first["old"], default=str),
+                      "new": json.dumps(first["new"], default=str), "message": first["message"]}))
+    return evaluations
 
 
 @dg.job(name="review_job", tags={"scrape_contracts/kind": "review"},
@@ -73,7 +95,10 @@ def set_target_state(context: dg.OpExecutionContext, config: TargetStateConfig, 
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     context.log_event(dg.AssetObservation(
         asset_key=candidate_key(config.contract), partition=config.partition,
-        metadata={"stage": "paused" if change.paused else "resumed", "reason": change.reason, "by": config.by}))
+        metadata={"stage": "paused" if change.paused else "resumed", "reason": change.reason, "by": config.by},
+        description=f"{'paused' if change.paused else 'resumed'}: {change.reason}"))
+    context.log_event(target_state_observation(config.contract, config.partition,
+                                               change.reason if change.paused else None))
     context.log.info(f"{config.contract}/{config.partition}: {change.reason}")
 
 

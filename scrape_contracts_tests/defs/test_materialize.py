@@ -37,18 +37,19 @@ def test_static_contract_materialises_from_http(harness: Harness, site) -> None:
     assert {"fetched", "extracted"} <= set(stages)
 
 
-def test_schema_violation_fails_run_and_keeps_previous_version(harness: Harness, site) -> None:
+def test_schema_violation_is_rejected_and_keeps_previous_version(harness: Harness, site) -> None:
     site.set_page("/p/1", product_page(price="$100.00"))
     harness.write_product_contract("shop", {"p1": site.url("/p/1")})
     assert harness.run("shop", "p1").success
     site.set_page("/p/1", product_page(price="$-3.00"))  # impossible: price_within_bounds fails
     result = harness.run("shop", "p1")
-    assert not result.success
+    # rejected: its failed checks say why; neither the candidate nor scrape/shop is materialised, so the UI
+    # shows neither a green candidate nor a failed partition of the data still served
+    assert materialized_keys(result) == set()
     failed = failed_checks(result)
     assert {"price_within_bounds", "change_within_limit"} == set(failed)  # -3 is also a -103% change
     assert failed["price_within_bounds"]["field"] == "price"
     assert "below the minimum 0" in failed["price_within_bounds"]["message"]
-    assert "scrape/shop" not in materialized_keys(result)
     assert harness.accepted("shop", "p1")["price"] == 100.0
     assert read_accepted("shop", db_url=harness.backend.db_url)["price"].tolist() == [100.0]
 

@@ -1,0 +1,85 @@
+"""What the Dagster UI reads, from Dagster's own events: check evaluations per partition, observations with
+their stage as description, the pause reason next to the data served, healed selectors as markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from scrape_contracts.defs.assets import accepted_key, candidate_key
+from scrape_contracts_tests.conftest import Harness, failed_checks, materialized_keys, product_page
+from scrape_contracts_tests.defs.test_batch import run_batch
+
+
+def _observations(harness: Harness, key: dg.AssetKey, partition: str) -> list[Any]:
+    records = harness.instance.fetch_observations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=100, ascending=True).records
+    return [r.asset_observation for r in records]
+
+
+def _paused(harness: Harness, contract: str, partition: str) -> str | None:
+    """What the accepted data's partition says about pausing (its latest observation), None when silent."""
+    said = [o.metadata["paused"].value for o in _observations(harness, accepted_key(contract), partition)
+            if "paused" in o.metadata]
+    return said[-1] if said else None
+
+
+def _shop(harness: Harness, site) -> None:
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    assert harness.run("shop", "p1").success
+
+
+@pytest.mark.parametrize("path", ["single", "batch"])
+def test_quarantine_pauses_on_the_partition_and_accept_passes_the_check(sqlite_harness: Harness, site,
+                                                                       monkeypatch, path: str) -> None:
+    harness = sqlite_harness
+    monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "0")
+    _shop(harness, site)
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$900.00"))
+    result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop", ["p1"])
+    failed = failed_checks(result)["change_within_limit"]
+    assert (failed["old"], failed["new"], failed["rule"]) == ("100.0", "900.0", "max_change_pct 50")
+    assert _paused(harness, "shop", "p1").startswith("review required: price changed 100.0 → 900.0")
+
+    review = harness.review("shop", "p1", "accept", reviewer="alice", reason="publisher confirmed")
+    [evaluation] = [e.event_specific_data for e in review.all_events
+                    if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert (evaluation.check_name, evaluation.passed, evaluation.partition) == ("change_within_limit", True, "p1")
+    assert evaluation.description == "accepted by alice: publisher confirmed"
+    assert evaluation.metadata["reviewer"].value == "alice" and evaluation.metadata["new"].value == "900.0"
+    assert _paused(harness, "shop", "p1") == "no"
+
+
+def test_rejected_candidate_is_not_materialised_and_its_checks_say_why(sqlite_harness: Harness, site) -> None:
+    harness = sqlite_harness
+    _shop(harness, site)
+    site.set_page("/p/1", product_page("Dune", "BK-9", "$100.00"))  # wrong product: sku_matches_expected
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    path = harness.contracts_dir / "shop.yaml"
+    path.write_text(path.read_text().replace(f"key: p1", "key: p1\n    expected: {sku: BK-1}"))
+    result = harness.run("shop", "p1")
+    assert materialized_keys(result) == set()
+    evaluations = {e.event_specific_data.check_name: e.event_specific_data for e in result.all_events
+                   if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert not evaluations["sku_matches_expected"].passed
+    assert all(evaluation.passed for name, evaluation in evaluations.items() if name != "sku_matches_expected")
+    [rejected] = [o for o in _observations(harness, candidate_key("shop"), "p1") if o.metadata["stage"].value
+                  == "rejected"]
+    assert rejected.description.startswith("rejected: sku is 'BK-9'")
+
+
+def test_every_stage_names_itself_and_a_heal_shows_old_and_new_selector(sqlite_harness: Harness, site) -> None:
+    harness = sqlite_harness
+    _shop(harness, site)
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$101.00", layout="renamed"))
+    result = harness.run("shop", "p1")
+    observations = _observations(harness, candidate_key("shop"), "p1")
+    assert all(o.description and o.description.split(":")[0] == o.metadata["stage"].value for o in observations)
+    [healing] = [o for o in observations if o.metadata["stage"].value == "healing"]
+    [accepted] = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()
+                  if e.asset_key == accepted_key("shop")]
+    for metadata in (healing.metadata, accepted.metadata):
+        assert "**price**: `#price` → `strong[data-field=\"price\"]`" in metadata["healed_selectors"].value

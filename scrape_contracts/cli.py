@@ -13,6 +13,8 @@ from scrape_contracts.contract.loader import LoadResult, load_contracts
 from scrape_contracts.contract.model import without_userinfo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Dagster reads an instance's config from $DAGSTER_HOME/dagster.yaml only; the demo and `dev` put this one there
+LOCAL_INSTANCE_YAML = REPO_ROOT / "deploy" / "dagster.local.yaml"
 # runs the CLI executes itself print one line of their own; the full log is in the instance (and the UI)
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
@@ -370,8 +372,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
         os.environ["DAGSTER_HOME"] = str(home)
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
-        shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+        shutil.copy(LOCAL_INSTANCE_YAML, home / "dagster.yaml")
     return run_demo(home)
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    """``dagster dev`` (the webserver and the daemon) on the instance in DAGSTER_HOME, the demo's by default."""
+    from scrape_contracts import settings
+
+    home = settings.dagster_home()
+    if not (home / "scrape_contracts.db").exists() and not os.environ.get("SCRAPE_CONTRACTS_DB_URL"):
+        told = f"DAGSTER_HOME={home}" if os.environ.get("DAGSTER_HOME") else \
+            f"DAGSTER_HOME is not set, so ./.dagster_home of {os.getcwd()} was used"
+        raise CliError(f"nothing has been scraped into this instance ({told}): run `scrape-contracts demo` "
+                       "here first, or set DAGSTER_HOME to your instance folder")
+    if not (home / "dagster.yaml").exists():
+        shutil.copy(LOCAL_INSTANCE_YAML, home / "dagster.yaml")
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    if args.contracts_dir:
+        env["SCRAPE_CONTRACTS_DIR"] = str(Path(args.contracts_dir).resolve())
+    print(f"Dagster UI on http://{args.host}:{args.port} for DAGSTER_HOME={home} (webserver and daemon; "
+          "Ctrl-C stops both)", flush=True)
+    dagster = Path(sys.executable).parent / "dagster"
+    command = [str(dagster), "dev", "-w", str(Path(args.workspace).resolve()), "-h", args.host,
+               "-p", str(args.port)]
+    # the dev server in this process's place: Ctrl-C and signals reach it as if it had been started by hand
+    os.chdir(home)  # `dagster dev` warns about a dagster.yaml in its working folder that is not DAGSTER_HOME's
+    os.execve(str(dagster), command, env)
+    return 0  # pragma: no cover - execve does not return
 
 
 def _instance():
@@ -419,8 +447,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="load every contract and report each mistake (exit 1 if any)")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("demo", help="offline demo: scrape, heal, quarantine and review on the example site")
+    p = sub.add_parser("demo", help="offline demo: scrape, heal and quarantine on the example site")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("dev", help="the Dagster UI and daemon on the demo's instance (or DAGSTER_HOME's), "
+                                   "in one command")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.set_defaults(func=cmd_dev)
 
     targets = sub.add_parser("targets", help="targets (partitions) of a contract").add_subparsers(
         dest="targets_command", required=True)

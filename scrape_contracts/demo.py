@@ -1,9 +1,9 @@
 """The offline demo: the example contracts on the example site, through a real Dagster instance.
 
 Round 1 scrapes site v1. Round 2 scrapes v2, a redesign: books' ids and classes change (the healer finds
-the fields again through data-field/itemprop anchors) and one price jumps 9.50 → 29.00 (quarantined for
-review); the job board drops salary and location (the healer refuses, three runs exhaust the budget and the
-targets pause). A reviewer then accepts the quarantined price through review_job.
+the fields again through data-field/itemprop anchors) and two prices jump, 9.50 → 29.00 and 15.00 → 34.00
+(quarantined: they wait for your review, the demo ends by printing the commands); the job board drops salary
+and location (the healer refuses, three runs exhaust the budget and the targets pause).
 """
 
 from __future__ import annotations
@@ -74,11 +74,6 @@ def run_demo(home: Path) -> int:
     print("Round 2: site v2 (redesign; one price jump; job facts removed). Jobs scraped 3x to spend the "
           "healing budget.")
     scrape("round 2", "v2", repeat={"jobs": 3})
-    print("Review: accept the quarantined price through review_job")
-    for candidate in store.quarantined():
-        _review(instance, candidate.contract, candidate.partition)
-        outcomes[(candidate.contract, candidate.partition)].append("accepted by reviewer")
-        print(f"  {candidate.contract:<6} {candidate.partition:<44} accepted by reviewer 'demo'")
     rows = []
     for (name, key), seen in outcomes.items():
         accepted = store.latest_accepted(name, key)
@@ -86,22 +81,19 @@ def run_demo(home: Path) -> int:
         rows.append((name, key, " → ".join(seen), f"v{accepted.version} {_short(accepted.record)}" if accepted
                      else "-", f"paused: {state.pause_reason}" if state.paused else "active"))
     _print_table(rows)
-    print(f"\nOpen the same instance in the Dagster UI:\n  DAGSTER_HOME={home} dagster dev -w "
-          f"{REPO_ROOT / 'workspace.yaml'}\nthen Assets → scrape/books (partitions, checks, metadata) and Runs.")
-    print(f"Event trail of one partition:\n  DAGSTER_HOME={home} scrape-contracts events books --partition neuromancer")
+    env = "" if home == (Path.cwd() / ".dagster_home").resolve() else f"DAGSTER_HOME={home} "
+    waiting = store.quarantined()
+    if waiting:
+        print("\nWaiting for your review (accept makes the new value the accepted one, reject keeps the old):")
+        for candidate in waiting:
+            reasons = "; ".join(v["message"] for v in (candidate.details or {}).get("violations", []))
+            print(f"  {candidate.contract}/{candidate.partition}: {reasons}")
+            print(f"    {env}scrape-contracts review accept {candidate.contract} {candidate.partition} "
+                  "--reviewer YOU --reason WHY")
+    print(f"\nOpen this instance in the Dagster UI (webserver and daemon):\n  {env}scrape-contracts dev\n"
+          "then Assets → scrape/books (partitions, checks, metadata) and Runs.")
+    print(f"Event trail of one partition:\n  {env}scrape-contracts events books --partition neuromancer")
     return 0
-
-
-def _review(instance: dg.DagsterInstance, contract: str, partition: str) -> None:
-    from scrape_contracts.defs.review import review_job
-
-    review_job.execute_in_process(
-        resources=_definitions("v2").resources,
-        run_config={**QUIET, "ops": {"review_decision": {"config": {
-            "contract": contract, "partition": partition, "decision": "accept", "reviewer": "demo",
-            "reason": "new edition; price confirmed on the publisher's site"}}}},
-        instance=instance, raise_on_error=False,
-    )
 
 
 def _first_error(result: dg.ExecuteInProcessResult) -> str:

@@ -143,3 +143,12 @@ def test_events_with_a_limit_above_dagsters_page_size(home: Path, capsys: pytest
     assert code == 0 and err == ""
     code, err = _cli(["events", "books", "--limit", "0"], capsys)
     assert code == 2 and "must be 1 or more" in err
+
+
+def test_dev_without_an_instance_says_to_run_the_demo(tmp_path: Path, monkeypatch, capsys) -> None:
+    for name in ("DAGSTER_HOME", "SCRAPE_CONTRACTS_DB_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli(["dev"], capsys)
+    assert code == 1 and len(err.splitlines()) == 1
+    assert "run `scrape-contracts demo` here first" in err and str(tmp_path) in err

@@ -17,6 +17,18 @@ from scrape_contracts.defs.resources import default_resources
 log = logging.getLogger("scrape_contracts")
 
 
+def contract_partitions(contract: str, directory: Path | str | None = None) -> dg.PartitionsDefinition:
+    """The partitions of ``scrape/<contract>``, for a downstream asset with one partition per target."""
+    from scrape_contracts.defs.partitions import partitions_for
+
+    result = load_contracts(directory)
+    loaded = result.by_name().get(contract)
+    if loaded is None:
+        raise ValueError(f"no valid contract named {contract!r} (valid: {', '.join(sorted(result.by_name()))}); "
+                         "run `scrape-contracts validate`")
+    return partitions_for(loaded.contract)
+
+
 def build_definitions(directory: Path | str | None = None, *, resources: dict | None = None,
                       loaded: LoadResult | None = None) -> dg.Definitions:
     """Definitions for every valid contract; broken contracts are logged, never fatal."""

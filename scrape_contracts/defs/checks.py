@@ -6,6 +6,7 @@ violations that belong to it, with the field, the old and new value and the rule
 
 
 import json
+import logging
 import warnings
 from typing import Any
 
@@ -21,6 +22,17 @@ from scrape_contracts.engine.validate import (
     CHANGE_CHECK, REQUIRED_CHECK, SCHEMA_CHECK, check_names,
 )
 from scrape_contracts.service.records import Stage
+
+class _SkippedCheckNotice(logging.Filter):
+    """A rejected candidate is not materialised, so its check steps are skipped and the heal op logs their
+    evaluations; Dagster then notes, per blocking check, that it "emitted no result". Expected: not logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ("emitted no result in step" in message and "'scrape/" in message)
+
+
+logging.getLogger("dagster._core.execution.plan.active").addFilter(_SkippedCheckNotice())
 
 _DESCRIPTIONS = {
     SCHEMA_CHECK: "The record satisfies the contract's JSON Schema.",

@@ -14,6 +14,7 @@ from dagster_graphql.test.utils import materialize_assets
 
 from scrape_contracts import launch, settings
 from scrape_contracts.adapters.store import ProjectStore
+from scrape_contracts.cli import main
 from scrape_contracts.defs import build_definitions
 from scrape_contracts.defs.assets import accepted_key, candidate_key
 from scrape_contracts.defs.jobs import CONTRACT_TAG, TARGET_TAG
@@ -44,6 +45,8 @@ def _wait(instance: dg.DagsterInstance, run_ids: list[str], timeout: float = 120
 
 def test_asset_graph_job_runs_in_process_with_the_contract_tags(demo_home: Path) -> None:
     assert build_definitions().resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
+    # as the README goes on after the demo: the reviewer accepts neuromancer's 29.00
+    assert main(["review", "accept", "books", "neuromancer", "--reviewer", "alice", "--reason", "new edition"]) == 0
     instance = dg.DagsterInstance.get()
     assert isinstance(instance.run_coordinator, ScrapeRunCoordinator)  # the demo's dagster.yaml
     run_ids = _launch_from_the_asset_graph(instance, ["dune", "neuromancer"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -14,24 +13,32 @@ import pytest
 
 from scrape_contracts.cli import idempotent_run_id, main
 from scrape_contracts.queue import ScrapeRunCoordinator
+from scrape_contracts_tests.conftest import clean_env
+from scrape_contracts_tests.readme import bash_blocks, project_folder
 from scrape_contracts_tests.conftest import Harness, product_page
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-def test_production_dagster_yaml_loads_on_postgres(pg_database: str, tmp_path: Path) -> None:
-    shutil.copy(REPO / "deploy" / "dagster.postgres.yaml", tmp_path / "dagster.yaml")
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "DAGSTER_PG_URL": pg_database}
-    done = subprocess.run([str(BIN / "dagster"), "instance", "info"], env=env, capture_output=True, text=True,
+def test_readme_production_setup_on_postgres(pg_database: str, tmp_path: Path) -> None:
+    """The README's production block as written, up to `dagster instance info`; only the two values a reader
+    replaces are replaced (the folder, which does not exist yet, and the database URL)."""
+    [block] = [b for b in bash_blocks() if b.text.startswith("export DAGSTER_HOME=/srv/dagster\n")]
+    home = tmp_path / "srv" / "dagster"
+    url = "postgresql://dagster:secret@db.internal:5432/dagster"
+    assert url in block.text
+    commands = block.text.replace("/srv/dagster", str(home)).replace(url, pg_database)
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=project_folder(tmp_path),
+                          env=clean_env(PATH=f"{BIN}:{os.environ['PATH']}"), capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     for expected in ("PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage",
                      "run_monitoring", "DefaultRunLauncher"):
         assert expected in done.stdout, done.stdout
     os.environ["DAGSTER_PG_URL"] = pg_database
     try:
-        instance = dg.DagsterInstance.from_config(str(tmp_path))
+        instance = dg.DagsterInstance.from_config(str(home))
         # Dagster's queue, which also tags runs launched from the asset graph with their contract and target
         assert isinstance(instance.run_coordinator, ScrapeRunCoordinator)
         assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)

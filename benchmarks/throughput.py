@@ -307,10 +307,10 @@ def _base_env(contracts_dir: Path, home: Path) -> dict[str, str]:
 
 
 def sqlite_instance(workdir: Path, contracts_dir: Path) -> InstanceEnv:
-    """The default a user gets: deploy/dagster.local.yaml, SQLite in DAGSTER_HOME, the store beside it."""
+    """The default a user gets: the repo's dagster.yaml, SQLite in DAGSTER_HOME, the store beside it."""
     home = workdir / "home-sqlite"
     home.mkdir()
-    shutil.copy(REPO / "deploy" / "dagster.local.yaml", home / "dagster.yaml")
+    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
     db_url = f"sqlite:///{home / 'scrape_contracts.db'}"
     return InstanceEnv("sqlite", home, db_url, _base_env(contracts_dir, home)).create_storage()
 

@@ -14,7 +14,8 @@ from scrape_contracts.contract.model import without_userinfo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Dagster reads an instance's config from $DAGSTER_HOME/dagster.yaml only; the demo and `dev` put this one there
-LOCAL_INSTANCE_YAML = REPO_ROOT / "deploy" / "dagster.local.yaml"
+# the laptop instance config; demo and dev copy it into DAGSTER_HOME (Dagster reads it only there)
+LOCAL_INSTANCE_YAML = REPO_ROOT / "dagster.yaml"
 # runs the CLI executes itself print one line of their own; the full log is in the instance (and the UI)
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 

@@ -826,15 +826,13 @@ class ProjectStore:
                 partition_state.c.contract == contract, partition_state.c.partition == partition)).first()
         if row is None:
             return PartitionState(contract, partition)
-        return PartitionState(row.contract, row.partition, bool(row.paused), row.pause_reason,
-                              row.heal_attempts, row.etag, row.last_modified, row.last_page_sha256)
+        return _state(row)
 
     def states(self, contract: str) -> dict[str, PartitionState]:
         """Every partition state of a contract in one read (the batch path reads them once per run)."""
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(partition_state).where(partition_state.c.contract == contract)).all()
-        return {r.partition: PartitionState(r.contract, r.partition, bool(r.paused), r.pause_reason, r.heal_attempts,
-                                            r.etag, r.last_modified, r.last_page_sha256) for r in rows}
+        return {r.partition: _state(r) for r in rows}
 
     def paused_partitions(self, contract: str) -> dict[str, str]:
         with self.engine.connect() as conn:
@@ -929,6 +927,11 @@ def _update_state(conn: Connection, contract: str, partition: str, **values: Any
     conn.execute(partition_state.update().where(
         partition_state.c.contract == contract, partition_state.c.partition == partition
     ).values(updated_at=_now(), **values))
+
+
+def _state(row: Any) -> PartitionState:
+    return PartitionState(row.contract, row.partition, bool(row.paused), row.pause_reason, row.heal_attempts,
+                          row.etag, row.last_modified, row.last_page_sha256)
 
 
 def _candidate(row: Any) -> Candidate:

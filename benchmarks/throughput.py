@@ -275,7 +275,7 @@ class InstanceEnv:
         import dagster as dg
         from dagster._core.instance.ref import InstanceRef
 
-        with _patched_environ({k: v for k, v in self.env.items() if k == "DAGSTER_PG_URL"}):
+        with _patched_environ({k: v for k, v in self.env.items() if k in ("DAGSTER_PG_URL", "DAGSTER_HOME")}):
             return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(self.home)))
 
     def create_storage(self) -> InstanceEnv:

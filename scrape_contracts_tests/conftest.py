@@ -82,6 +82,12 @@ def site() -> Iterator[FixtureSite]:
         yield fixture_site
 
 
+# what `dagster.yaml` gives a laptop: Dagster's SQLite files through scrape_contracts/sqlite_instance.py
+def sqlite_overrides(home: Path) -> dict:
+    return {"storage": {"custom": {"module": "scrape_contracts.sqlite_instance", "class": "ScrapeSqliteStorage",
+                                   "config": {"base_dir": str(home)}}}}
+
+
 @dataclass
 class Backend:
     name: str
@@ -100,7 +106,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
     if request.param == "sqlite":
         db_url = f"sqlite:///{home / 'scrape_contracts.db'}"
         monkeypatch.setenv("SCRAPE_CONTRACTS_DB_URL", db_url)
-        with dg.instance_for_test(temp_dir=str(home)) as instance:
+        with dg.instance_for_test(temp_dir=str(home), overrides=sqlite_overrides(home)) as instance:
             yield Backend("sqlite", instance, db_url, home)
         return
     db_url = request.getfixturevalue("pg_database")
@@ -119,7 +125,7 @@ def sqlite_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv("SCRAPE_CONTRACTS_DB_URL", db_url)
     monkeypatch.setenv("SCRAPE_CONTRACTS_ARTIFACTS_DIR", str(home / "artifacts"))
-    with dg.instance_for_test(temp_dir=str(home)) as instance:
+    with dg.instance_for_test(temp_dir=str(home), overrides=sqlite_overrides(home)) as instance:
         yield Backend("sqlite", instance, db_url, home)
 
 

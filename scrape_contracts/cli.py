@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 from scrape_contracts.contract.loader import LoadResult, load_contracts
@@ -403,17 +404,23 @@ def cmd_dev(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover - execve does not return
 
 
+_INSTANCES: dict[str, Any] = {}
+
+
 def _instance():
+    """The instance in DAGSTER_HOME, opened once per command (each opening costs about 0.3 s)."""
     import dagster as dg
 
     from scrape_contracts import settings
 
     home = settings.dagster_home()
+    if str(home) in _INSTANCES:
+        return _INSTANCES[str(home)]
     try:
         home.mkdir(parents=True, exist_ok=True)
         # resolved: Dagster refuses a relative DAGSTER_HOME
         os.environ["DAGSTER_HOME"] = str(home)
-        return dg.DagsterInstance.get()
+        return _INSTANCES.setdefault(str(home), dg.DagsterInstance.get())
     except (OSError, dg.DagsterError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CliError(f"cannot open the Dagster instance in DAGSTER_HOME={home}: {first}; "
@@ -550,6 +557,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: cannot use the project store at {_shown(settings.db_url())}: {first}; "
               "check SCRAPE_CONTRACTS_DB_URL (or DAGSTER_HOME)", file=sys.stderr)
         return 1
+    finally:
+        for instance in _INSTANCES.values():
+            instance.dispose()
+        _INSTANCES.clear()  # one command's instance: the next main() (tests, embedding) opens its own
 
 
 if __name__ == "__main__":

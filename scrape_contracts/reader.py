@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from scrape_contracts import settings
+
+if TYPE_CHECKING:  # pandas costs 0.3 s to import: only readers pay it, never a run's worker processes
+    import pandas as pd
 
 
 class AcceptedDataError(LookupError):
@@ -64,6 +66,8 @@ def _shown(url: str) -> str:
 
 
 def accepted_frame(versions: list) -> pd.DataFrame:
+    import pandas as pd
+
     rows = [{"partition": v.partition, "url": v.url, **v.record, "_version": v.version,
              "_accepted_at": v.created_at, "_run_id": v.run_id} for v in versions]
     return pd.DataFrame(rows)

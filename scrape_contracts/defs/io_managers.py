@@ -7,14 +7,16 @@ latest accepted record of every requested partition (a non-partitioned downstrea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-import pandas as pd
 
 from scrape_contracts.adapters.store import Candidate
 from scrape_contracts.defs.resources import ProjectStoreResource
 from scrape_contracts.reader import accepted_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def contract_of(key: dg.AssetKey) -> str:

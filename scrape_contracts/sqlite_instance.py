@@ -42,6 +42,7 @@ from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     INDEX_SHARD_NAME, SQLITE_BUSY_TIMEOUT_SECONDS, SqliteEventLogStorage,
 )
+from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory
 from dagster._serdes import ConfigurableClassData
 from sqlalchemy.pool import NullPool, QueuePool
@@ -107,13 +108,15 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
                 or any(e.dagster_event is None or e.dagster_event.is_asset_failed_to_materialize for e in events):
             super().store_event_batch(events)  # one by one, as Dagster does
             return
-        inserts = [self.prepare_insert_event(e) for e in events]
+        # one statement for all rows (compiled once), as prepare_insert_event would build them one by one
+        rows = [self._event_to_row(e) for e in events]
         with self.run_connection(events[0].run_id) as conn:
-            for statement in inserts:
-                conn.execute(statement)
+            conn.execute(SqlEventLogStorageTable.insert(), rows)
         # mirrored into the index shard in one transaction: tags per event, the asset row once per asset
         with self.index_transaction() as conn:
-            ids = [conn.execute(statement).inserted_primary_key[0] for statement in inserts]
+            returned = conn.execute(SqlEventLogStorageTable.insert().returning(
+                SqlEventLogStorageTable.c.id, sort_by_parameter_order=True), rows)
+            ids = [row[0] for row in returned]
             self._store_asset_event_tags(conn, list(events), ids)
             last: dict[Any, tuple[EventLogEntry, int]] = {}
             for event, event_id in zip(events, ids):

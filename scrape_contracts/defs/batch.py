@@ -136,6 +136,12 @@ def _materialisation_events(context: dg.OpExecutionContext, materialisations: li
         yield DagsterEvent.asset_materialization(step, materialisation, DagsterEventBatchMetadata(batch_id, i == last))
 
 
+# Dagster's console logger prints every event at DEBUG into the step's captured output: a fifth of a batched
+# run's time, measured with py-spy (2,000 materialisations). The event log stores every event either way; the
+# console keeps the run's own INFO lines (progress per chunk) and warnings.
+_QUIET_CONSOLE = {"console": dg.colored_console_logger.configured({"log_level": "INFO", "name": "dagster"})}
+
+
 def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
     contract = loaded.contract
     name = contract.name
@@ -195,7 +201,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
             "skipped": dg.MetadataValue.json(skipped),
         })
 
-    @dg.job(name=batch_job_name(name), executor_def=dg.in_process_executor,
+    @dg.job(name=batch_job_name(name), executor_def=dg.in_process_executor, logger_defs=_QUIET_CONSOLE,
             tags={"scrape_contracts/contract": name, "scrape_contracts/kind": "batch"},
             description=f"Scrape many targets of {name!r} in one run (launchpad: list partitions, or none for all).")
     def batch_job() -> None:

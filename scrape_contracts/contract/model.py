@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator,
 )
 
+from scrape_contracts.contract.activations import Activation, activation_problems
 from scrape_contracts.contract.paths import confined_problem
 from scrape_contracts.engine.select import SelectorError, compile_selector
 
@@ -253,7 +254,19 @@ class Contract(_Strict):
                     "larger runs are faster; lower it to spread a contract over several run workers.",
     )
 
+    activations: list[Activation] = Field(
+        default_factory=list,
+        description="Rules that send events to destinations (destinations.yaml) when accepted data changes "
+                    "(`when:`) or trouble starts (`on:`); see contract/activations.py.")
+
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _activations_fit_fields(self) -> Contract:
+        problems = activation_problems(self.activations, {n: spec.type for n, spec in self.fields.items()})
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @field_validator("name")
     @classmethod

@@ -1,0 +1,157 @@
+"""``destinations.yaml``: the places events go, declared once beside the contracts.
+
+::
+
+    destinations:
+      deals_webhook:
+        type: webhook
+        url: https://hooks.example.com/scrape-contracts
+        secret: ${DEALS_WEBHOOK_SECRET}       # signs every body (HMAC-SHA256)
+      deals_slack:
+        type: slack
+        url: ${SLACK_WEBHOOK_URL}             # an incoming-webhook URL is a secret too
+      ops_telegram:
+        type: telegram
+        bot_token: ${TELEGRAM_BOT_TOKEN}
+        chat_id: "-1001234567890"
+
+Secrets are written only as ``${ENV}`` references: the file can be committed. They are read from the
+environment when a message is sent, so a missing variable fails that delivery with a message naming it
+instead of breaking the code location.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from scrape_contracts.contract import safe_yaml
+
+FILE_NAME = "destinations.yaml"
+_ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+class DestinationError(ValueError):
+    """A destination is declared wrongly, or a secret it needs is not set."""
+
+
+def _env_only(value: str, what: str) -> str:
+    if not _ENV_REF.match(value):
+        raise ValueError(f"{what} must be an environment reference such as ${{MY_SECRET}}, not a literal value "
+                         "(destinations.yaml is meant to be committed)")
+    return value
+
+
+def resolve(value: str) -> str:
+    """A ``${ENV}`` reference's value now; plain strings as they are."""
+    match = _ENV_REF.match(value)
+    if not match:
+        return value
+    found = os.environ.get(match.group(1))
+    if not found:
+        raise DestinationError(f"environment variable {match.group(1)} is not set: export it where "
+                               "dagster-daemon and the run workers run")
+    return found
+
+
+class _Destination(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = ""
+
+
+class WebhookDestination(_Destination):
+    """A JSON POST to ``url``, signed with ``secret`` (see ``signing.py``)."""
+
+    type: Literal["webhook"]
+    url: str
+    secret: str
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("secret")
+    @classmethod
+    def _secret_from_env(cls, value: str) -> str:
+        return _env_only(value, "secret")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith("${") and not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError(f"url must be an http(s) URL, not {value!r}")
+        return value
+
+
+class SlackDestination(_Destination):
+    """A Slack incoming webhook."""
+
+    type: Literal["slack"]
+    url: str
+
+    @field_validator("url")
+    @classmethod
+    def _url_from_env(cls, value: str) -> str:
+        return _env_only(value, "a Slack webhook url")
+
+
+class TelegramDestination(_Destination):
+    """A Telegram bot's sendMessage to one chat, HTML parse mode."""
+
+    type: Literal["telegram"]
+    bot_token: str
+    chat_id: str
+    api_url: str = "https://api.telegram.org"
+
+    @field_validator("bot_token")
+    @classmethod
+    def _token_from_env(cls, value: str) -> str:
+        return _env_only(value, "bot_token")
+
+    @field_validator("chat_id", mode="before")
+    @classmethod
+    def _chat_id_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Destination = Annotated[WebhookDestination | SlackDestination | TelegramDestination, Field(discriminator="type")]
+_ADAPTER: TypeAdapter[Destination] = TypeAdapter(Destination)
+Destinations = dict[str, WebhookDestination | SlackDestination | TelegramDestination]
+
+
+def parse_destinations(data: Any, source: str = FILE_NAME) -> Destinations:
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or set(data) != {"destinations"} or not isinstance(data["destinations"], dict):
+        raise DestinationError(f"{source}: expected one top-level key `destinations:` mapping names to "
+                               "destinations (type: webhook | slack | telegram)")
+    found: Destinations = {}
+    problems = []
+    for name, spec in data["destinations"].items():
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            problems.append(f"{name!r}: a destination name is lowercase letters, digits and _")
+            continue
+        try:
+            found[name] = _ADAPTER.validate_python({**(spec or {}), "name": name}
+                                                   if isinstance(spec, dict) else spec)
+        except ValidationError as exc:
+            for error in exc.errors():
+                where = ".".join(str(p) for p in error["loc"] if p not in ("webhook", "slack", "telegram"))
+                problems.append(f"{name}{'.' + where if where else ''}: {error['msg']}")
+    if problems:
+        raise DestinationError(f"{source}: " + "; ".join(problems))
+    return found
+
+
+def load_destinations(contracts_dir: Path) -> Destinations:
+    """The destinations declared beside the contracts; none when there is no such file."""
+    path = Path(contracts_dir) / FILE_NAME
+    if not path.exists():
+        return {}
+    try:
+        data, _ = safe_yaml.load(safe_yaml.read_text(path))
+    except Exception as exc:  # noqa: BLE001 (YAML errors of every kind become one line)
+        raise DestinationError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    return parse_destinations(data, str(path))

@@ -1,0 +1,79 @@
+"""A real HTTP receiver on 127.0.0.1 for outgoing events: records every POST, answers as scripted.
+
+Stands in for a team's webhook endpoint, and for Slack's and Telegram's APIs (which cannot be reached
+from here): the tests check the request shape each real API documents, not what our code happens to send.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class Receiver:
+    """``receiver.script(503, 503, 200)`` answers the next three POSTs so (then 200 for ever)."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self._script: deque[tuple[int, dict[str, str]]] = deque()
+        self._lock = threading.Lock()
+        receiver = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with receiver._lock:
+                    receiver.received.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()},
+                                                      body))
+                    status, headers = receiver._script.popleft() if receiver._script else (200, {})
+                answer = b'{"ok": true}' if status < 300 else b'{"ok": false}'
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._thread.start()
+
+    def script(self, *statuses: int | tuple[int, dict[str, str]]) -> None:
+        with self._lock:
+            self._script.extend(s if isinstance(s, tuple) else (s, {}) for s in statuses)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Receiver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -23,91 +23,12 @@ import sqlalchemy.dialects.sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-metadata = sa.MetaData()
-
-candidates = sa.Table(
-    "sc_candidates", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("contract", sa.String(128), nullable=False),
-    sa.Column("partition", sa.String(256), nullable=False),
-    sa.Column("run_id", sa.String(64), nullable=False),
-    sa.Column("url", sa.Text, nullable=False),
-    sa.Column("record", sa.JSON, nullable=False),
-    sa.Column("outcome", sa.String(32), nullable=False),
-    # pending → accepted | quarantined | rejected | unchanged; quarantined → accepted | rejected | superseded
-    sa.Column("status", sa.String(32), nullable=False),
-    sa.Column("details", sa.JSON, nullable=False),
-    sa.Column("page_sha256", sa.String(64)),
-    sa.Column("selector_version", sa.Integer),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Index("ix_sc_candidates_partition", "contract", "partition", "id"),
+from scrape_contracts.adapters import migrations
+from scrape_contracts.adapters.schema import (
+    AcceptSource, CandidateStatus, Decision, SelectorSource, TextEnum, accepted, candidates, metadata,
+    partition_state, reviews, selector_versions, targets,
 )
-
-accepted = sa.Table(
-    "sc_accepted", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("contract", sa.String(128), nullable=False),
-    sa.Column("partition", sa.String(256), nullable=False),
-    sa.Column("version", sa.Integer, nullable=False),
-    sa.Column("record", sa.JSON, nullable=False),
-    sa.Column("url", sa.Text, nullable=False),
-    sa.Column("candidate_id", sa.Integer, sa.ForeignKey("sc_candidates.id"), unique=True),
-    sa.Column("run_id", sa.String(64), nullable=False),
-    sa.Column("page_sha256", sa.String(64)),
-    sa.Column("source", sa.String(16), nullable=False),  # scrape | review
-    sa.Column("reviewer", sa.String(256)),
-    sa.Column("reason", sa.Text),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.UniqueConstraint("contract", "partition", "version", name="uq_sc_accepted_version"),
-)
-
-selector_versions = sa.Table(
-    "sc_selector_versions", metadata,
-    sa.Column("contract", sa.String(128), primary_key=True),
-    sa.Column("version", sa.Integer, primary_key=True),
-    sa.Column("parent_version", sa.Integer),
-    sa.Column("selectors", sa.JSON, nullable=False),
-    sa.Column("contract_selectors", sa.JSON, nullable=False),  # the YAML's selectors this line descends from
-    sa.Column("source", sa.String(16), nullable=False),  # contract | heal
-    sa.Column("run_id", sa.String(64)),
-    sa.Column("partition", sa.String(256)),
-    sa.Column("changes", sa.JSON, nullable=False),  # {field: {"old": sel, "new": sel, "evidence": {...}}}
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-)
-
-reviews = sa.Table(
-    "sc_reviews", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("contract", sa.String(128), nullable=False),
-    sa.Column("partition", sa.String(256), nullable=False),
-    sa.Column("candidate_id", sa.Integer, sa.ForeignKey("sc_candidates.id"), nullable=False, unique=True),
-    sa.Column("decision", sa.String(16), nullable=False),  # accept | reject
-    sa.Column("reviewer", sa.String(256), nullable=False),
-    sa.Column("reason", sa.Text, nullable=False),
-    sa.Column("run_id", sa.String(64)),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-)
-
-partition_state = sa.Table(
-    "sc_partition_state", metadata,
-    sa.Column("contract", sa.String(128), primary_key=True),
-    sa.Column("partition", sa.String(256), primary_key=True),
-    sa.Column("paused", sa.Boolean, nullable=False, default=False),
-    sa.Column("pause_reason", sa.Text),
-    sa.Column("heal_attempts", sa.Integer, nullable=False, default=0),
-    sa.Column("etag", sa.Text),
-    sa.Column("last_modified", sa.Text),
-    sa.Column("last_page_sha256", sa.String(64)),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-)
-
-targets = sa.Table(
-    "sc_targets", metadata,
-    sa.Column("contract", sa.String(128), primary_key=True),
-    sa.Column("partition", sa.String(256), primary_key=True),
-    sa.Column("url", sa.Text, nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-)
+from scrape_contracts.engine.outcome import Outcome
 
 
 # the pause reason of a target waiting for review starts with this
@@ -116,6 +37,10 @@ REVIEW_PAUSE = "review required"
 
 class StoreError(Exception):
     """A request the store refuses; the message says why and what to do."""
+
+
+class StoreTooNew(StoreError):
+    """The store's schema was upgraded by a newer release of scrape_contracts than this one."""
 
 
 class StoreNotFound(StoreError):
@@ -146,20 +71,35 @@ class SelectorConflict(StoreError):
     """Another run added a selector version first: reload and retry."""
 
 
+class CandidateAction(TextEnum):
+    """What ``record_candidates`` does with a new candidate (the status it gets)."""
+
+    ACCEPT = "accept"  # accepted as the next version (compare-and-swap on ``compared_with``)
+    QUARANTINE = "quarantine"  # held for review, the target paused
+    REJECT = "reject"
+    UNCHANGED = "unchanged"
+    PENDING = "pending"  # stored; accepted later, once Dagster's blocking checks passed
+
+
+_STATUS_OF = {CandidateAction.ACCEPT: CandidateStatus.ACCEPTED,
+              CandidateAction.REJECT: CandidateStatus.REJECTED,
+              CandidateAction.UNCHANGED: CandidateStatus.UNCHANGED}
+
+
 @dataclass(frozen=True)
 class NewCandidate:
-    """A candidate to store, and what to do with it: accept | quarantine | reject | unchanged | pending."""
+    """A candidate to store, and what to do with it."""
 
     contract: str
     partition: str
     run_id: str
     url: str
     record: dict[str, Any]
-    outcome: str
+    outcome: Outcome
     details: dict[str, Any]
     page_sha256: str | None
     selector_version: int | None
-    action: str
+    action: CandidateAction
     reason: str | None = None  # why it is quarantined
     validators: dict[str, str] | None = None  # etag/last_modified to remember for an unchanged page
     compared_with: int | None = None  # the accepted version it was diffed against (accept: compare-and-swap)
@@ -167,9 +107,13 @@ class NewCandidate:
 
 @dataclass(frozen=True)
 class RecordedCandidate:
+    """What became of a new candidate; ``stale``: not recorded, its accept was diffed against an old version
+    (``accepted_version`` is then the newest one, to diff against and decide again)."""
+
     candidate_id: int
-    status: str
+    status: CandidateStatus | None
     accepted_version: int | None = None
+    stale: bool = False
 
 
 @dataclass(frozen=True)
@@ -180,8 +124,8 @@ class Candidate:
     run_id: str
     url: str
     record: dict[str, Any]
-    outcome: str
-    status: str
+    outcome: Outcome
+    status: CandidateStatus
     details: dict[str, Any]
     page_sha256: str | None
     selector_version: int | None
@@ -198,7 +142,7 @@ class AcceptedVersion:
     candidate_id: int | None
     run_id: str
     page_sha256: str | None
-    source: str
+    source: AcceptSource
     reviewer: str | None
     reason: str | None
     created_at: dt.datetime
@@ -211,7 +155,7 @@ class SelectorVersion:
     parent_version: int | None
     selectors: dict[str, str]
     contract_selectors: dict[str, str]
-    source: str
+    source: SelectorSource
     run_id: str | None
     partition: str | None
     changes: dict[str, Any]
@@ -235,7 +179,7 @@ class Review:
     contract: str
     partition: str
     candidate_id: int
-    decision: str
+    decision: Decision
     reviewer: str
     reason: str
     run_id: str | None
@@ -255,24 +199,59 @@ def _engine_for(url: str) -> Engine:
     with _engines_lock:
         engine = _engines.get(url)
         if engine is None:
-            if url.startswith("sqlite"):
-                engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
-
-                @sa.event.listens_for(engine, "connect")
-                def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
-                    dbapi_conn.isolation_level = None  # let BEGIN below take effect
-                    dbapi_conn.execute("PRAGMA busy_timeout=60000")
-                    _enable_wal(dbapi_conn)
-
-                @sa.event.listens_for(engine, "begin")
-                def _sqlite_begin(conn: Connection) -> None:
-                    # IMMEDIATE: take the write lock up front, so two writers queue instead of deadlocking
-                    conn.exec_driver_sql("BEGIN IMMEDIATE")
-            else:
-                engine = sa.create_engine(url, pool_pre_ping=True)
-            _create_tables(engine)
+            engine = new_engine(url)
+            try:
+                migrations.ensure_current(engine, _shown(url))
+            except migrations.NewerSchema as exc:
+                engine.dispose()
+                raise StoreTooNew(str(exc)) from None
             _engines[url] = engine
         return engine
+
+
+def new_engine(url: str) -> Engine:
+    """An engine with the store's connection settings, the schema left alone (``_engine_for`` checks it)."""
+    if not url.startswith("sqlite"):
+        return sa.create_engine(url, pool_pre_ping=True)
+    engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+
+    @sa.event.listens_for(engine, "connect")
+    def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # let BEGIN below take effect
+        dbapi_conn.execute("PRAGMA busy_timeout=60000")
+        _enable_wal(dbapi_conn)
+
+    @sa.event.listens_for(engine, "begin")
+    def _sqlite_begin(conn: Connection) -> None:
+        # IMMEDIATE: take the write lock up front, so two writers queue instead of deadlocking (and the
+        # migrations of processes opening one store take turns)
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def upgrade_schema(url: str) -> tuple[str | None, str]:
+    """Bring the store's schema to the newest revision now: (revision before, after); see ``migrations``."""
+    engine = new_engine(url)
+    try:
+        return migrations.upgrade(engine, _shown(url))
+    except migrations.NewerSchema as exc:
+        raise StoreTooNew(str(exc)) from None
+    finally:
+        engine.dispose()
+
+
+def schema_state(url: str) -> migrations.SchemaState:
+    """Where the store's schema stands, changing nothing."""
+    engine = new_engine(url)
+    try:
+        return migrations.state(engine)
+    finally:
+        engine.dispose()
+
+
+def _shown(url: str) -> str:
+    return sa.engine.make_url(url).render_as_string(hide_password=True)
 
 
 def existing_store(url: str) -> ProjectStore:
@@ -315,21 +294,6 @@ def _enable_wal(dbapi_conn: Any) -> None:
             time.sleep(0.02)
 
 
-# any fixed 64-bit number: it only has to be the same in every process that opens the store
-_SCHEMA_LOCK_KEY = 0x5C_C0_47_AC_75
-
-
-def _create_tables(engine: Engine) -> None:
-    # create_all checks for each table and then creates it, not atomically: run workers opening a fresh
-    # PostgreSQL database together (a schedule tick launching every target) both CREATE and all but one fail
-    # on pg_type's unique index. The advisory lock makes them take turns, and as DDL is transactional the
-    # later ones find the tables once the first commits. On SQLite, BEGIN IMMEDIATE already serialises this.
-    with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
-        metadata.create_all(conn)
-
-
 class ProjectStore:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -353,13 +317,13 @@ class ProjectStore:
 
     # ---- candidates -------------------------------------------------------------------------------
     def add_candidate(self, *, contract: str, partition: str, run_id: str, url: str, record: dict[str, Any],
-                      outcome: str, details: dict[str, Any], page_sha256: str | None,
+                      outcome: Outcome, details: dict[str, Any], page_sha256: str | None,
                       selector_version: int | None) -> Candidate:
         with self._tx() as conn:
             row = conn.execute(
                 candidates.insert().values(
                     contract=contract, partition=partition, run_id=run_id, url=url, record=record,
-                    outcome=outcome, status="pending", details=details, page_sha256=page_sha256,
+                    outcome=outcome, status=CandidateStatus.PENDING, details=details, page_sha256=page_sha256,
                     selector_version=selector_version, created_at=_now(),
                 ).returning(*candidates.c)
             ).one()
@@ -384,7 +348,7 @@ class ProjectStore:
                                 .order_by(candidates.c.id)).all()
         return [_candidate(r) for r in rows]
 
-    def set_candidate_status(self, candidate_id: int, status: str) -> None:
+    def set_candidate_status(self, candidate_id: int, status: CandidateStatus) -> None:
         with self._tx() as conn:
             conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status=status))
 
@@ -398,27 +362,28 @@ class ProjectStore:
             self._quarantine(conn, candidate_id, reason)
         return self.candidate(candidate_id)  # type: ignore[return-value]
 
-    def _quarantine(self, conn: Connection, candidate_id: int, reason: str) -> str:
+    def _quarantine(self, conn: Connection, candidate_id: int, reason: str) -> CandidateStatus:
         cand = _candidate(conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).one())
         self._lock_partition(conn, cand.contract, cand.partition)
         newer = conn.execute(
             sa.select(sa.func.count()).select_from(candidates)
             .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
-                   candidates.c.id > candidate_id, candidates.c.status.in_(("accepted", "quarantined")))
+                   candidates.c.id > candidate_id,
+                   candidates.c.status.in_((CandidateStatus.ACCEPTED, CandidateStatus.QUARANTINED)))
         ).scalar()
         if newer:
             # reviewing it could only make older data the newest accepted version (decide refuses that)
-            conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="superseded"))
-            return "superseded"
+            _set_status(conn, candidate_id, CandidateStatus.SUPERSEDED)
+            return CandidateStatus.SUPERSEDED
         conn.execute(
             candidates.update()
             .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
-                   candidates.c.status == "quarantined", candidates.c.id < candidate_id)
-            .values(status="superseded")
+                   candidates.c.status == CandidateStatus.QUARANTINED, candidates.c.id < candidate_id)
+            .values(status=CandidateStatus.SUPERSEDED)
         )
-        conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="quarantined"))
+        _set_status(conn, candidate_id, CandidateStatus.QUARANTINED)
         _update_state(conn, cand.contract, cand.partition, paused=True, pause_reason=f"{REVIEW_PAUSE}: {reason}")
-        return "quarantined"
+        return CandidateStatus.QUARANTINED
 
     def record_candidates(self, items: Sequence[NewCandidate]) -> list[RecordedCandidate]:
         """Store candidates and apply each one's action, all in one transaction.
@@ -433,13 +398,13 @@ class ProjectStore:
         now = _now()
         with self._tx() as conn:
             self._lock_partitions(conn, {(i.contract, i.partition) for i in items})
-            next_version = self._next_versions(conn, [i for i in items if i.action == "accept"])
+            next_version = self._next_versions(conn, [i for i in items if i.action == CandidateAction.ACCEPT])
             # compare-and-swap: an accept diffed against a version that is no longer the newest is not
             # recorded here; the caller decides again against the newest (see accept)
             newest = {key: version - 1 for key, version in next_version.items()}
             stale, accepting = set(), set()
             for n, item in enumerate(items):
-                if item.action != "accept":
+                if item.action != CandidateAction.ACCEPT:
                     continue
                 key = (item.contract, item.partition)
                 # a second accept of one partition in a chunk was compared with the same old version too
@@ -449,19 +414,21 @@ class ProjectStore:
             fresh = [i for n, i in enumerate(items) if n not in stale]
             recorded = self._record_fresh(conn, fresh, next_version, now) if fresh else []
         done = iter(recorded)
-        return [RecordedCandidate(0, "stale", newest[(i.contract, i.partition)]) if n in stale else next(done)
+        return [RecordedCandidate(0, None, newest[(i.contract, i.partition)], stale=True) if n in stale
+                else next(done)
                 for n, i in enumerate(items)]
 
     def _record_fresh(self, conn: Connection, items: Sequence[NewCandidate],
                       next_version: dict[tuple[str, str], int], now: dt.datetime) -> list[RecordedCandidate]:
-        status = {"accept": "accepted", "reject": "rejected", "unchanged": "unchanged"}
         rows = conn.execute(candidates.insert().returning(candidates.c.id, sort_by_parameter_order=True), [{
             "contract": i.contract, "partition": i.partition, "run_id": i.run_id, "url": i.url,
-            "record": i.record, "outcome": i.outcome, "status": status.get(i.action, "pending"),
+            "record": i.record, "outcome": i.outcome,
+            "status": _STATUS_OF.get(i.action, CandidateStatus.PENDING),
             "details": i.details, "page_sha256": i.page_sha256, "selector_version": i.selector_version,
             "created_at": now} for i in items]).all()
         ids = [row.id for row in rows]
-        accepted_now = [(cid, i) for cid, i in zip(ids, items, strict=True) if i.action == "accept"]
+        accepted_now = [(cid, i) for cid, i in zip(ids, items, strict=True)
+                        if i.action == CandidateAction.ACCEPT]
         versions: dict[int, int] = {}
         for cid, item in accepted_now:
             versions[cid] = next_version[(item.contract, item.partition)]
@@ -470,14 +437,14 @@ class ProjectStore:
             conn.execute(accepted.insert(), [{
                 "contract": i.contract, "partition": i.partition, "version": versions[cid], "record": i.record,
                 "url": i.url, "candidate_id": cid, "run_id": i.run_id, "page_sha256": i.page_sha256,
-                "source": "scrape", "reviewer": None, "reason": None, "created_at": now}
+                "source": AcceptSource.SCRAPE, "reviewer": None, "reason": None, "created_at": now}
                 for cid, i in accepted_now])
             self._supersede_reviews(conn, [i for _, i in accepted_now])
             conn.execute(_state_update(("heal_attempts", "last_page_sha256", "etag", "last_modified")), [{
                 "c": i.contract, "p": i.partition, "heal_attempts": 0, "last_page_sha256": i.page_sha256,
                 "etag": (i.validators or {}).get("etag"), "last_modified": (i.validators or {}).get("last_modified"),
                 "updated_at": now} for _, i in accepted_now])
-        retagged = [i for i in items if i.action == "unchanged" and i.validators]
+        retagged = [i for i in items if i.action == CandidateAction.UNCHANGED and i.validators]
         if retagged:
             # same data under new validators (a re-tagged page): remember them, so the next run gets a 304
             conn.execute(_state_update(("etag", "last_modified")), [{
@@ -485,10 +452,11 @@ class ProjectStore:
                 "last_modified": i.validators.get("last_modified"), "updated_at": now} for i in retagged])
         recorded = []
         for cid, item in zip(ids, items, strict=True):
-            if item.action == "quarantine":
+            if item.action == CandidateAction.QUARANTINE:
                 recorded.append(RecordedCandidate(cid, self._quarantine(conn, cid, item.reason or "review")))
             else:
-                recorded.append(RecordedCandidate(cid, status.get(item.action, "pending"), versions.get(cid)))
+                recorded.append(RecordedCandidate(cid, _STATUS_OF.get(item.action, CandidateStatus.PENDING),
+                                                  versions.get(cid)))
         return recorded
 
     def _lock_partitions(self, conn: Connection, keys: set[tuple[str, str]]) -> None:
@@ -522,12 +490,12 @@ class ProjectStore:
             parts = sorted({i.partition for i in items if i.contract == contract})
             waiting = set(conn.execute(sa.select(candidates.c.partition).distinct().where(
                 candidates.c.contract == contract, candidates.c.partition.in_(parts),
-                candidates.c.status == "quarantined")).scalars())
+                candidates.c.status == CandidateStatus.QUARANTINED)).scalars())
             if not waiting:
                 continue
             conn.execute(candidates.update().where(
                 candidates.c.contract == contract, candidates.c.partition.in_(sorted(waiting)),
-                candidates.c.status == "quarantined").values(status="superseded"))
+                candidates.c.status == CandidateStatus.QUARANTINED).values(status=CandidateStatus.SUPERSEDED))
             for partition in sorted(waiting):
                 _release_review_pause(conn, contract, partition)
 
@@ -551,7 +519,7 @@ class ProjectStore:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(candidates)
-                .where(candidates.c.status == "quarantined", candidates.c.id > after_id)
+                .where(candidates.c.status == CandidateStatus.QUARANTINED, candidates.c.id > after_id)
                 .order_by(candidates.c.id).limit(limit)
             ).all()
         return [_candidate(r) for r in rows]
@@ -561,14 +529,15 @@ class ProjectStore:
             row = conn.execute(
                 sa.select(candidates)
                 .where(candidates.c.contract == contract, candidates.c.partition == partition,
-                       candidates.c.status == "quarantined")
+                       candidates.c.status == CandidateStatus.QUARANTINED)
                 .order_by(candidates.c.id.desc()).limit(1)
             ).first()
         return _candidate(row) if row else None
 
     # ---- accepted versions ------------------------------------------------------------------------
-    def accept(self, candidate_id: int, *, run_id: str, source: str = "scrape", reviewer: str | None = None,
-               reason: str | None = None, allowed_status: Sequence[str] = ("pending",),
+    def accept(self, candidate_id: int, *, run_id: str, source: AcceptSource = AcceptSource.SCRAPE,
+               reviewer: str | None = None, reason: str | None = None,
+               allowed_status: Sequence[CandidateStatus] = (CandidateStatus.PENDING,),
                compared_with: int | None | type(...) = ...) -> AcceptedVersion:
         """Make a candidate the newest accepted version of its partition, exactly once.
 
@@ -581,8 +550,8 @@ class ProjectStore:
             return self._accept(conn, candidate_id, run_id=run_id, source=source, reviewer=reviewer,
                                 reason=reason, allowed_status=allowed_status, compared_with=compared_with)
 
-    def _accept(self, conn: Connection, candidate_id: int, *, run_id: str, source: str, reviewer: str | None,
-                reason: str | None, allowed_status: Sequence[str],
+    def _accept(self, conn: Connection, candidate_id: int, *, run_id: str, source: AcceptSource,
+                reviewer: str | None, reason: str | None, allowed_status: Sequence[CandidateStatus],
                 compared_with: int | None | type(...) = ...) -> AcceptedVersion:
         row = conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).first()
         if row is None:
@@ -591,7 +560,7 @@ class ProjectStore:
         self._lock_partition(conn, cand.contract, cand.partition)
         # re-read under the lock: a racing run may have accepted it meanwhile
         status = conn.execute(sa.select(candidates.c.status).where(candidates.c.id == candidate_id)).scalar_one()
-        if status == "accepted":
+        if status == CandidateStatus.ACCEPTED:
             raise AlreadyAccepted(f"candidate {candidate_id} of {cand.contract}/{cand.partition} is already accepted")
         if status not in allowed_status:
             raise StoreError(f"candidate {candidate_id} of {cand.contract}/{cand.partition} is {status}, "
@@ -612,13 +581,13 @@ class ProjectStore:
             ))
         except IntegrityError as exc:
             raise AlreadyAccepted(f"candidate {candidate_id} raced with another accept: {exc.orig}") from None
-        conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status="accepted"))
+        _set_status(conn, candidate_id, CandidateStatus.ACCEPTED)
         # anything still waiting for review on this partition is now older than the accepted data
         superseded = conn.execute(
             candidates.update()
             .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
-                   candidates.c.status == "quarantined", candidates.c.id < candidate_id)
-            .values(status="superseded")
+                   candidates.c.status == CandidateStatus.QUARANTINED, candidates.c.id < candidate_id)
+            .values(status=CandidateStatus.SUPERSEDED)
         ).rowcount
         if superseded:
             # a run that overlapped a quarantine (or was launched by hand) made the review moot; a target
@@ -690,11 +659,12 @@ class ProjectStore:
         return [_accepted(r) for r in rows]
 
     # ---- reviews ----------------------------------------------------------------------------------
-    def decide(self, contract: str, partition: str, decision: str, *, reviewer: str, reason: str,
+    def decide(self, contract: str, partition: str, decision: Decision | str, *, reviewer: str, reason: str,
                run_id: str | None = None, candidate_id: int | None = None) -> Review:
         """Accept or reject the quarantined candidate of a partition, recording who and why."""
-        if decision not in ("accept", "reject"):
+        if decision not in tuple(Decision):
             raise StoreError(f"decision must be 'accept' or 'reject', not {decision!r}")
+        decision = Decision(decision)
         if not reviewer.strip() or not reason.strip():
             raise StoreError("a review needs a reviewer and a reason")
         with self._tx() as conn:
@@ -706,18 +676,19 @@ class ProjectStore:
                 if row is None:
                     raise NothingToReview(f"{contract}/{partition} has no candidate {candidate_id}")
                 cand = _candidate(row)
-                if cand.status in ("superseded", "accepted", "rejected"):
+                if cand.status in (CandidateStatus.SUPERSEDED, CandidateStatus.ACCEPTED,
+                                   CandidateStatus.REJECTED):
                     raise Superseded(
                         f"candidate {candidate_id} of {contract}/{partition} is {cand.status}: "
                         "a newer candidate or decision replaced it; review the current one instead"
                     )
             else:
-                row = conn.execute(query.where(candidates.c.status == "quarantined")
+                row = conn.execute(query.where(candidates.c.status == CandidateStatus.QUARANTINED)
                                    .order_by(candidates.c.id.desc()).limit(1)).first()
                 if row is None:
                     raise NothingToReview(f"{contract}/{partition} has nothing quarantined to review")
                 cand = _candidate(row)
-            if cand.status != "quarantined":
+            if cand.status != CandidateStatus.QUARANTINED:
                 raise NothingToReview(f"candidate {cand.id} of {contract}/{partition} is {cand.status}, "
                                       "not quarantined")
             newer = conn.execute(
@@ -731,7 +702,7 @@ class ProjectStore:
             if newer:
                 # recorded before refusing (raising in here would roll it back, leaving the candidate waiting
                 # and the target paused for a review nobody can make)
-                conn.execute(candidates.update().where(candidates.c.id == cand.id).values(status="superseded"))
+                _set_status(conn, cand.id, CandidateStatus.SUPERSEDED)
                 _release_review_pause(conn, contract, partition)
                 stale = Superseded(f"candidate {cand.id} of {contract}/{partition} was superseded by newer "
                                    "accepted data; nothing to decide")
@@ -741,16 +712,17 @@ class ProjectStore:
             raise stale
         return Review(contract, partition, cand.id, decision, reviewer, reason, run_id, version)
 
-    def _decide(self, conn: Connection, cand: Candidate, decision: str, *, reviewer: str, reason: str,
+    def _decide(self, conn: Connection, cand: Candidate, decision: Decision, *, reviewer: str, reason: str,
                 run_id: str | None) -> int | None:
         """Record the decision on a quarantined candidate; the accepted version when it was accepted."""
         contract, partition = cand.contract, cand.partition
         version = None
-        if decision == "accept":
-            version = self._accept(conn, cand.id, run_id=run_id or "", source="review", reviewer=reviewer,
-                                   reason=reason, allowed_status=("quarantined",)).version
+        if decision == Decision.ACCEPT:
+            version = self._accept(conn, cand.id, run_id=run_id or "", source=AcceptSource.REVIEW,
+                                   reviewer=reviewer, reason=reason,
+                                   allowed_status=(CandidateStatus.QUARANTINED,)).version
         else:
-            conn.execute(candidates.update().where(candidates.c.id == cand.id).values(status="rejected"))
+            _set_status(conn, cand.id, CandidateStatus.REJECTED)
         conn.execute(reviews.insert().values(
             contract=contract, partition=partition, candidate_id=cand.id, decision=decision,
             reviewer=reviewer, reason=reason, run_id=run_id, created_at=_now(),
@@ -769,7 +741,7 @@ class ProjectStore:
                 return self.add_selector_version(
                     contract, parent_version=latest.version if latest else None,
                     selectors=dict(contract_selectors), contract_selectors=dict(contract_selectors),
-                    source="contract", changes={},
+                    source=SelectorSource.CONTRACT, changes={},
                 )
             except SelectorConflict:
                 continue
@@ -784,7 +756,8 @@ class ProjectStore:
         return _selector_version(row) if row else None
 
     def add_selector_version(self, contract: str, *, parent_version: int | None, selectors: dict[str, str],
-                             contract_selectors: dict[str, str], source: str, changes: dict[str, Any],
+                             contract_selectors: dict[str, str], source: SelectorSource,
+                             changes: dict[str, Any],
                              run_id: str | None = None, partition: str | None = None) -> SelectorVersion:
         """Compare-and-swap: succeeds only if ``parent_version`` is still the newest version."""
         version = (parent_version or 0) + 1
@@ -903,11 +876,15 @@ def _ensure_state(conn: Connection, contract: str, partition: str) -> None:
             pass  # another transaction created it first
 
 
+def _set_status(conn: Connection, candidate_id: int, status: CandidateStatus) -> None:
+    conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status=status))
+
+
 def _release_review_pause(conn: Connection, contract: str, partition: str) -> None:
     """Resume a target paused for review once no candidate of it waits for review (other pauses stay)."""
     waiting = conn.execute(sa.select(sa.func.count()).select_from(candidates).where(
         candidates.c.contract == contract, candidates.c.partition == partition,
-        candidates.c.status == "quarantined")).scalar()
+        candidates.c.status == CandidateStatus.QUARANTINED)).scalar()
     if not waiting:
         conn.execute(partition_state.update().where(
             partition_state.c.contract == contract, partition_state.c.partition == partition,
@@ -950,7 +927,9 @@ def _selector_version(row: Any) -> SelectorVersion:
 
 
 __all__ = [
-    "AcceptedVersion", "AlreadyAccepted", "Candidate", "NewCandidate", "RecordedCandidate", "StaleCandidate", "NothingToReview", "OperationalError", "PartitionState",
-    "ProjectStore", "Review", "SelectorConflict", "SelectorVersion", "StoreError", "StoreNotFound", "Superseded",
-    "existing_store",
+    "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction", "CandidateStatus",
+    "Decision", "NewCandidate", "NothingToReview", "OperationalError", "PartitionState", "ProjectStore",
+    "RecordedCandidate", "Review", "SelectorConflict", "SelectorSource", "SelectorVersion", "StaleCandidate",
+    "StoreError", "StoreNotFound", "StoreTooNew", "Superseded", "existing_store", "metadata", "new_engine",
+    "schema_state", "upgrade_schema",
 ]

@@ -213,7 +213,7 @@ REVIEW_HINT = "accept or reject with review_job or `scrape-contracts review acce
 def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, Any]:
     return {
         "outcome": result.outcome.value,
-        "status": recorded.status,
+        "status": str(recorded.status),
         "candidate_id": recorded.candidate_id,
         "url": result.url,
         "record": dg.MetadataValue.json(_jsonable(result.record)),
@@ -239,7 +239,7 @@ def accepted_metadata(*, outcome: str, candidate_id: int, url: str, record: dict
                       version: int | None, new_version: bool, heal: dict[str, Any],
                       stages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = {
-        "outcome": outcome, "candidate_id": candidate_id, "url": dg.MetadataValue.url(url),
+        "outcome": str(outcome), "candidate_id": candidate_id, "url": dg.MetadataValue.url(url),
         "version": version or 0, "new_version": new_version,
         "record": dg.MetadataValue.json(_jsonable(record)),
         **selector_change_metadata(heal),

@@ -55,7 +55,7 @@ def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, c
     """(passed, metadata, description) of one check, from the violations the engine found."""
     # values from the page can be huge: every string is cut to the metadata limit (defs/metadata.py)
     mine = bounded([v for v in violations if v["check"] == check])
-    metadata: dict[str, Any] = {"outcome": outcome, "candidate_id": candidate_id}
+    metadata: dict[str, Any] = {"outcome": str(outcome), "candidate_id": candidate_id}
     if mine:
         first = mine[0]
         metadata.update({
@@ -128,7 +128,7 @@ def _check_fn(contract: str, check: str) -> Any:
             context.op_execution_context.log_event(dg.AssetObservation(
                 asset_key=candidate_key(contract), partition=candidate.partition,
                 metadata={"stage": Stage.CHECK_FAILED.value, "check": check,
-                          "message": result.description or "", "outcome": candidate.outcome}))
+                          "message": result.description or "", "outcome": str(candidate.outcome)}))
         return result
 
     return evaluate

@@ -30,7 +30,7 @@ def review_decision(context: dg.OpExecutionContext, config: ReviewConfig, store:
                                     reason=config.reason, run_id=context.run_id, candidate_id=config.candidate_id)
     except StoreError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
-    metadata = {"stage": "reviewed", "decision": review.decision, "reviewer": review.reviewer,
+    metadata = {"stage": "reviewed", "decision": str(review.decision), "reviewer": review.reviewer,
                 "reason": review.reason, "candidate_id": review.candidate_id}
     verdict = f"{review.decision}ed by {review.reviewer}: {review.reason}"
     context.log_event(dg.AssetObservation(asset_key=candidate_key(config.contract), partition=config.partition,

@@ -17,6 +17,9 @@ class Outcome(str, Enum):
     REJECTED = "rejected"  # schema/required/expected/bounds failed: never accepted
     FAILED = "failed"  # fetch or extraction failed before there was a record
 
+    def __str__(self) -> str:  # the stored string, in messages and f-strings too
+        return str(self.value)
+
 
 def decide_outcome(violations: Sequence[Violation], changes: Sequence[FieldChange], *, healed: bool,
                    has_previous: bool) -> Outcome:

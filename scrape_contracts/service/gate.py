@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scrape_contracts.adapters.store import Candidate, NewCandidate, ProjectStore, StaleCandidate, StoreError
+from scrape_contracts.adapters.store import (
+    Candidate, CandidateAction, CandidateStatus, NewCandidate, ProjectStore, StaleCandidate, StoreError,
+)
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.service import scrape
@@ -24,14 +26,14 @@ def quarantine_reason(result: ScrapeResult) -> str:
     return "; ".join(v.message for v in result.violations)
 
 
-def _action(result: ScrapeResult, *, accept: bool) -> str:
+def _action(result: ScrapeResult, *, accept: bool) -> CandidateAction:
     if result.outcome == Outcome.REVIEW_REQUIRED:
-        return "quarantine"
+        return CandidateAction.QUARANTINE
     if result.outcome == Outcome.REJECTED:
-        return "reject"
+        return CandidateAction.REJECT
     if result.outcome == Outcome.UNCHANGED:
-        return "unchanged"
-    return "accept" if accept and result.accepted_outcome else "pending"
+        return CandidateAction.UNCHANGED
+    return CandidateAction.ACCEPT if accept and result.accepted_outcome else CandidateAction.PENDING
 
 
 def _new_candidate(result: ScrapeResult, run_id: str, *, accept: bool) -> NewCandidate:
@@ -40,7 +42,7 @@ def _new_candidate(result: ScrapeResult, run_id: str, *, accept: bool) -> NewCan
     return NewCandidate(
         compared_with=previous.version if previous else None,
         contract=result.contract, partition=result.partition, run_id=run_id, url=result.url, record=result.record,
-        outcome=result.outcome.value, details=result.details(), page_sha256=result.page_sha256,
+        outcome=result.outcome, details=result.details(), page_sha256=result.page_sha256,
         selector_version=result.selector_version, action=_action(result, accept=accept),
         reason=quarantine_reason(result) or None, validators=validators or None,
     )
@@ -50,7 +52,7 @@ def store_candidate(store: ProjectStore, result: ScrapeResult, run_id: str) -> R
     """Single-target path: store the candidate; quarantine or reject it now, accept later (``accept``)."""
     (row,) = store.record_candidates([_new_candidate(result, run_id, accept=False)])
     return Recorded(row.candidate_id, result.outcome, row.status, row.accepted_version,
-                    quarantine_reason(result) if row.status == "quarantined" else None)
+                    quarantine_reason(result) if row.status == CandidateStatus.QUARANTINED else None)
 
 
 def record_results(store: ProjectStore, results: Sequence[ScrapeResult], run_id: str, loaded: LoadedContract
@@ -66,12 +68,13 @@ def record_results(store: ProjectStore, results: Sequence[ScrapeResult], run_id:
         rows = store.record_candidates([_new_candidate(r, run_id, accept=True) for _, r in pending])
         retry = []
         for (index, result), row in zip(pending, rows, strict=True):
-            if row.status == "stale":
+            if row.stale:
                 retry.append((index, scrape.redecide(loaded, result, scrape.previous_of(
                     store, result.contract, result.partition))))
             else:
+                reason = quarantine_reason(result) if row.status == CandidateStatus.QUARANTINED else None
                 final[index] = (result, Recorded(row.candidate_id, result.outcome, row.status, row.accepted_version,
-                                                 quarantine_reason(result) if row.status == "quarantined" else None))
+                                                 reason))
         if not retry:
             return [final[i] for i in range(len(results))]
         pending = retry
@@ -94,7 +97,7 @@ def accept(store: ProjectStore, candidate: Candidate, run_id: str, loaded: Loade
         if validators:
             store.update_state(candidate.contract, candidate.partition, **validators)
         latest = store.latest_accepted(candidate.contract, candidate.partition)
-        return Recorded(candidate.id, outcome, "unchanged", latest.version if latest else None)
+        return Recorded(candidate.id, outcome, CandidateStatus.UNCHANGED, latest.version if latest else None)
     if outcome not in (Outcome.VALID, Outcome.HEALED):
         # defence in depth: only a candidate that passed its checks may become accepted data, even when a run
         # materialises scrape/C alone and the candidate came from an interrupted run
@@ -104,7 +107,7 @@ def accept(store: ProjectStore, candidate: Candidate, run_id: str, loaded: Loade
     for _ in range(_MAX_REDECISIONS):
         try:
             version = store.accept(candidate.id, run_id=run_id, compared_with=compared_with)
-            return Recorded(candidate.id, outcome, "accepted", version.version)
+            return Recorded(candidate.id, outcome, CandidateStatus.ACCEPTED, version.version)
         except StaleCandidate:
             previous = scrape.previous_of(store, candidate.contract, candidate.partition)
             violations, _, outcome = scrape.rejudge(loaded, candidate.partition, candidate.record, previous,
@@ -116,7 +119,8 @@ def accept(store: ProjectStore, candidate: Candidate, run_id: str, loaded: Loade
             if outcome == Outcome.REVIEW_REQUIRED:
                 status = store.quarantine(candidate.id, reason).status
             else:
-                status = "unchanged" if outcome == Outcome.UNCHANGED else "rejected"
+                status = (CandidateStatus.UNCHANGED if outcome == Outcome.UNCHANGED
+                          else CandidateStatus.REJECTED)
                 store.set_candidate_status(candidate.id, status)
             return Recorded(candidate.id, outcome, status, previous.version if previous else None, reason or None)
     raise StoreError(f"could not accept candidate {candidate.id}: other runs kept accepting newer versions")

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from scrape_contracts.adapters.schema import CandidateStatus
 from scrape_contracts.engine.diff import FieldChange
 from scrape_contracts.engine.extract import FieldProblem
 from scrape_contracts.engine.outcome import Outcome
@@ -198,6 +199,6 @@ class Recorded:
 
     candidate_id: int
     outcome: Outcome
-    status: str  # accepted | quarantined | rejected | unchanged | pending | superseded
+    status: CandidateStatus
     accepted_version: int | None = None
     quarantine_reason: str | None = None

@@ -1,0 +1,147 @@
+"""The project store's tables as the code sees them, and the statuses kept in them.
+
+The database gets these tables from the migrations (``adapters/migrations``), never from ``create_all``:
+change a table here and add a migration that makes the same change (the migrations' test compares the
+two). Status columns hold the enums' values, the same strings earlier releases stored, and the database
+refuses any other value (a CHECK constraint, added by migration 0002).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import sqlalchemy as sa
+
+from scrape_contracts.engine.outcome import Outcome
+
+
+class TextEnum(str, Enum):
+    """An enum whose members are their stored strings: ``str()``, f-strings and JSON give the value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class CandidateStatus(TextEnum):
+    """pending → accepted | quarantined | rejected | unchanged; quarantined → accepted | rejected | superseded."""
+
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    QUARANTINED = "quarantined"
+    REJECTED = "rejected"
+    UNCHANGED = "unchanged"
+    SUPERSEDED = "superseded"
+
+
+class AcceptSource(TextEnum):
+    """How an accepted version came to be."""
+
+    SCRAPE = "scrape"
+    REVIEW = "review"
+
+
+class SelectorSource(TextEnum):
+    """Where a selector version came from: the contract's YAML, or a heal."""
+
+    CONTRACT = "contract"
+    HEAL = "heal"
+
+
+class Decision(TextEnum):
+    """A reviewer's decision on a quarantined candidate."""
+
+    ACCEPT = "accept"
+    REJECT = "reject"
+
+
+def _enum(enum: type[Enum], name: str, length: int = 32) -> sa.Enum:
+    # VARCHAR plus a named CHECK on every database (no native PostgreSQL enum type: adding a member to one
+    # cannot run inside a transaction, and the migrations run in one); reads give the enum member
+    return sa.Enum(enum, name=name, native_enum=False, create_constraint=True, length=length,
+                   values_callable=lambda members: [m.value for m in members], validate_strings=True)
+
+
+metadata = sa.MetaData()
+
+candidates = sa.Table(
+    "sc_candidates", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("record", sa.JSON, nullable=False),
+    sa.Column("outcome", _enum(Outcome, "ck_sc_candidates_outcome"), nullable=False),
+    sa.Column("status", _enum(CandidateStatus, "ck_sc_candidates_status"), nullable=False),
+    sa.Column("details", sa.JSON, nullable=False),
+    sa.Column("page_sha256", sa.String(64)),
+    sa.Column("selector_version", sa.Integer),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_sc_candidates_partition", "contract", "partition", "id"),
+)
+
+accepted = sa.Table(
+    "sc_accepted", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("record", sa.JSON, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("candidate_id", sa.Integer, sa.ForeignKey("sc_candidates.id"), unique=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("page_sha256", sa.String(64)),
+    sa.Column("source", _enum(AcceptSource, "ck_sc_accepted_source", 16), nullable=False),
+    sa.Column("reviewer", sa.String(256)),
+    sa.Column("reason", sa.Text),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("contract", "partition", "version", name="uq_sc_accepted_version"),
+)
+
+selector_versions = sa.Table(
+    "sc_selector_versions", metadata,
+    sa.Column("contract", sa.String(128), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("parent_version", sa.Integer),
+    sa.Column("selectors", sa.JSON, nullable=False),
+    sa.Column("contract_selectors", sa.JSON, nullable=False),  # the YAML's selectors this line descends from
+    sa.Column("source", _enum(SelectorSource, "ck_sc_selector_versions_source", 16), nullable=False),
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("partition", sa.String(256)),
+    sa.Column("changes", sa.JSON, nullable=False),  # {field: {"old": sel, "new": sel, "evidence": {...}}}
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+reviews = sa.Table(
+    "sc_reviews", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("candidate_id", sa.Integer, sa.ForeignKey("sc_candidates.id"), nullable=False, unique=True),
+    sa.Column("decision", _enum(Decision, "ck_sc_reviews_decision", 16), nullable=False),
+    sa.Column("reviewer", sa.String(256), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+partition_state = sa.Table(
+    "sc_partition_state", metadata,
+    sa.Column("contract", sa.String(128), primary_key=True),
+    sa.Column("partition", sa.String(256), primary_key=True),
+    sa.Column("paused", sa.Boolean, nullable=False, default=False),
+    sa.Column("pause_reason", sa.Text),
+    sa.Column("heal_attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("etag", sa.Text),
+    sa.Column("last_modified", sa.Text),
+    sa.Column("last_page_sha256", sa.String(64)),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+targets = sa.Table(
+    "sc_targets", metadata,
+    sa.Column("contract", sa.String(128), primary_key=True),
+    sa.Column("partition", sa.String(256), primary_key=True),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)

@@ -233,6 +233,40 @@ def cmd_selectors(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_db_current(args: argparse.Namespace) -> int:
+    """The schema revision of the project store, changing nothing."""
+    from scrape_contracts import settings
+    from scrape_contracts.adapters.store import schema_state
+    from scrape_contracts.reader import _shown
+
+    import sqlalchemy as sa
+
+    url = settings.db_url()
+    database = sa.engine.make_url(url).database
+    if url.startswith("sqlite") and database not in (None, "", ":memory:") and not Path(database).is_file():
+        raise CliError(f"no project store at {_shown(url)} (the file does not exist): check DAGSTER_HOME or "
+                       "SCRAPE_CONTRACTS_DB_URL")
+    print(f"{_shown(url)}: schema revision {schema_state(url).describe()}")
+    return 0
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    """Bring the project store's schema to this release's newest revision (what opening it does anyway)."""
+    from scrape_contracts import settings
+    from scrape_contracts.adapters.store import upgrade_schema
+    from scrape_contracts.reader import _shown
+
+    url = settings.db_url()
+    if url.startswith("sqlite"):
+        settings.dagster_home().mkdir(parents=True, exist_ok=True)
+    before, after = upgrade_schema(url)
+    if before == after:
+        print(f"{_shown(url)}: already at schema revision {after} (head)")
+    else:
+        print(f"{_shown(url)}: upgraded the schema from {before or 'an empty database'} to {after} (head)")
+    return 0
+
+
 def idempotent_run_id(contract: str, partition: str, key: str) -> str:
     """The same contract, target and key always give the same run id: Dagster refuses a second run with it."""
     from scrape_contracts.launch import idempotent_run_id as run_id_for
@@ -530,6 +564,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("selectors", help="selector versions of a contract and how each came to be")
     p.add_argument("contract")
     p.set_defaults(func=cmd_selectors)
+
+    db = sub.add_parser("db", help="the project store's schema: current revision, upgrade").add_subparsers(
+        dest="db_command", required=True)
+    p = db.add_parser("current", help="print the store's schema revision (changes nothing)")
+    p.set_defaults(func=cmd_db_current)
+    p = db.add_parser("upgrade", help="upgrade the store's schema now (run once before rolling out a release; "
+                                      "opening the store does it too)")
+    p.set_defaults(func=cmd_db_upgrade)
     return parser
 
 

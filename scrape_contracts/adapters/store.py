@@ -223,6 +223,9 @@ def new_engine(url: str) -> Engine:
 
     @sa.event.listens_for(engine, "begin")
     def _sqlite_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get(migrations.READ_ONLY):
+            conn.exec_driver_sql("BEGIN")  # the revision check at open: a read must not queue behind writers
+            return
         # IMMEDIATE: take the write lock up front, so two writers queue instead of deadlocking (and the
         # migrations of processes opening one store take turns)
         conn.exec_driver_sql("BEGIN IMMEDIATE")

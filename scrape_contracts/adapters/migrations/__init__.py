@@ -45,6 +45,8 @@ LEGACY_MARKER = "sc_candidates"
 # process of the previous release opening the store meanwhile waits too
 LOCK_KEY = 0x5C_C0_47_AC_75
 HERE = Path(__file__).resolve().parent
+# execution option of a connection that only reads: on SQLite its BEGIN does not take the write lock
+READ_ONLY = "scrape_contracts_read_only"
 
 
 class SchemaError(Exception):
@@ -61,6 +63,7 @@ class SchemaState:
 
     revision: str | None
     has_tables: bool
+    known: bool = True  # False: a revision of a newer release than this one
 
     @property
     def at_head(self) -> bool:
@@ -69,6 +72,9 @@ class SchemaState:
     def describe(self) -> str:
         if self.revision == HEAD:
             return f"{HEAD} (head)"
+        if not self.known:
+            return (f"{self.revision}, newer than this release knows (its newest is {HEAD}): "
+                    "run the release that upgraded the store")
         if self.revision is not None:
             return f"{self.revision} (head is {HEAD}: `scrape-contracts db upgrade`, or open it, upgrades it)"
         if self.has_tables:
@@ -79,6 +85,7 @@ class SchemaState:
 def head_revision(engine: Engine) -> str | None:
     """The revision a store is at, in one query; None when it has no version table (yet)."""
     with engine.connect() as conn:
+        conn.execution_options(**{READ_ONLY: True})
         try:
             revisions = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
         except DBAPIError:
@@ -97,7 +104,8 @@ def state(engine: Engine) -> SchemaState:
     with engine.connect() as conn:
         inspector = sa.inspect(conn)
         has_version, has_tables = inspector.has_table(VERSION_TABLE), inspector.has_table(LEGACY_MARKER)
-    return SchemaState(head_revision(engine) if has_version else None, has_tables)
+    revision = head_revision(engine) if has_version else None
+    return SchemaState(revision, has_tables, revision is None or revision in _known_revisions(_config(None)))
 
 
 def upgrade(engine: Engine, shown: str) -> tuple[str | None, str]:
@@ -127,6 +135,11 @@ def upgrade(engine: Engine, shown: str) -> tuple[str | None, str]:
                 "(pip install -U scrape_contracts) or point SCRAPE_CONTRACTS_DB_URL at another store")
         command.upgrade(config, HEAD)
     return before, HEAD
+
+
+def ours(name: str | None, type_: str, parent_names: object) -> bool:
+    """Autogenerate's filter: only the store's tables (Dagster's may share the database)."""
+    return type_ != "table" or bool(name and name.startswith("sc_"))
 
 
 def _lock(conn: Connection) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from scrape_contracts.adapters.migrations import VERSION_TABLE
+from scrape_contracts.adapters.migrations import VERSION_TABLE, ours
 from scrape_contracts.adapters.schema import metadata
 
 connection = context.config.attributes.get("connection")
@@ -16,6 +16,6 @@ if connection is None:
                        "(or scrape_contracts.adapters.migrations.upgrade), not with the alembic command")
 
 context.configure(connection=connection, target_metadata=metadata, version_table=VERSION_TABLE,
-                  render_as_batch=connection.dialect.name == "sqlite", transactional_ddl=True)
+                  include_name=ours, render_as_batch=connection.dialect.name == "sqlite", transactional_ddl=True)
 with context.begin_transaction():
     context.run_migrations()

@@ -86,6 +86,11 @@ def test_readme_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                 state = store.state("jobs", key)
                 assert state.paused and "healing budget exhausted" in state.pause_reason
                 assert store.latest_accepted("jobs", key).record["salary"] in (72000, 58000)
+        if block.has("scrape-contracts db upgrade"):
+            # the demo's store was created at the newest revision: nothing to upgrade
+            from scrape_contracts.adapters.migrations import HEAD
+
+            assert f"schema revision {HEAD} (head)" in out and f"already at schema revision {HEAD} (head)" in out
         if block.has("targets add jobs"):
             assert "jobs.example.com_jobs_103.html" in out
         if block.has("examples/downstream.py"):

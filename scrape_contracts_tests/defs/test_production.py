@@ -36,6 +36,10 @@ def test_readme_production_setup_on_postgres(pg_database: str, tmp_path: Path) -
     for expected in ("PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage",
                      "run_monitoring", "DefaultRunLauncher"):
         assert expected in done.stdout, done.stdout
+    # the project store's tables, beside Dagster's in the same database (each keeps its own version table)
+    from scrape_contracts.adapters.migrations import HEAD
+
+    assert f"upgraded the schema from an empty database to {HEAD} (head)" in done.stdout, done.stdout
     os.environ["DAGSTER_PG_URL"] = pg_database
     try:
         instance = dg.DagsterInstance.from_config(str(home))

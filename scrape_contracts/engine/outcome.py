@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from scrape_contracts.engine.diff import FieldChange
-from scrape_contracts.engine.validate import CHANGE_CHECK, Violation
+if TYPE_CHECKING:  # the store reads outcomes: importing it must not load the validator (jsonschema, lxml)
+    from scrape_contracts.engine.diff import FieldChange
+    from scrape_contracts.engine.validate import Violation
 
 
 class Outcome(str, Enum):
@@ -23,6 +25,8 @@ class Outcome(str, Enum):
 
 def decide_outcome(violations: Sequence[Violation], changes: Sequence[FieldChange], *, healed: bool,
                    has_previous: bool) -> Outcome:
+    from scrape_contracts.engine.validate import CHANGE_CHECK
+
     if any(v.check != CHANGE_CHECK for v in violations):
         return Outcome.REJECTED
     if violations:

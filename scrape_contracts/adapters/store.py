@@ -2,7 +2,9 @@
 
 One SQLAlchemy URL (SQLite by default, PostgreSQL in production). Every write that must not be half-done
 is one transaction; races are settled by unique constraints (one accepted version per candidate, one
-selector version number per contract) rather than by hoping two runs never meet.
+selector version number per contract) rather than by hoping two runs never meet. The tables and their
+status enums are in ``schema.py``; ``migrations`` creates and upgrades them the first time a process opens
+the store.
 """
 
 from __future__ import annotations

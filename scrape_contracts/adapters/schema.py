@@ -23,7 +23,8 @@ class TextEnum(str, Enum):
 
 
 class CandidateStatus(TextEnum):
-    """pending → accepted | quarantined | rejected | unchanged; quarantined → accepted | rejected | superseded."""
+    """A candidate's life: pending → accepted | quarantined | rejected | unchanged;
+    quarantined → accepted | rejected | superseded."""
 
     PENDING = "pending"
     ACCEPTED = "accepted"

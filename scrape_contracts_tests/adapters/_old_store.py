@@ -65,17 +65,19 @@ OLD_TABLES = ("sc_candidates", "sc_partition_state", "sc_selector_versions", "sc
 SHA = {"p1v1": "1" * 64, "p1v2": "2" * 64, "p1v3": "3" * 64, "p2": "4" * 64}
 BASE = {"title": "#title", "price": "#price"}
 HEALED = {"title": "#title", "price": "[data-field=price]"}
-CHANGE_VIOLATION = {"check": "price_change_within_limit", "field": "price", "message": "price changed by 172%",
-                    "severity": "error"}
+CHANGE_VIOLATION = {"check": "price_change_within_limit", "field": "price",
+                    "message": "price changed by 172%", "severity": "error"}
 
-# (partition, run_id, record, outcome, status, violations, page, selector_version) in insertion order: ids 1..7
+# (partition, run_id, record, outcome, status, violations, page, selector_version), inserted in this order:
+# ids 1..7
 CANDIDATES = [
     ("p1", "r1", {"title": "Dune", "price": 100.0}, "valid", "accepted", [], "p1v1", 1),
     ("p1", "r2", {"title": "Dune", "price": 110.0}, "healed", "accepted", [], "p1v2", 2),
     ("p1", "r3", {"title": "Dune", "price": 300.0}, "review_required", "quarantined", [CHANGE_VIOLATION],
      "p1v3", 2),
     ("p2", "r1", {"title": "Emma", "price": 8.5}, "valid", "accepted", [], "p2", 1),
-    ("p2", "r2", {"title": "Emma", "price": 99.0}, "review_required", "rejected", [CHANGE_VIOLATION], "p2", 1),
+    ("p2", "r2", {"title": "Emma", "price": 99.0}, "review_required", "rejected", [CHANGE_VIOLATION],
+     "p2", 1),
     ("p2", "r3", {"title": "Emma", "price": -1.0}, "rejected", "rejected",
      [{"check": "price_bounds", "field": "price", "message": "below 0", "severity": "error"}], "p2", 1),
     ("p2", "r4", {"title": "Emma", "price": 8.5}, "unchanged", "unchanged", [], "p2", 1),
@@ -119,18 +121,22 @@ def seed(engine: sa.Engine) -> dict[str, int]:
              "page_sha256": SHA[page], "selector_version": selectors, "created_at": at}
             for p, run, record, outcome, status, violations, page, selectors in CANDIDATES],
         "sc_accepted": [
-            {"contract": "books", "partition": p, "version": version, "record": json.dumps(CANDIDATES[cid - 1][2]),
-             "url": f"http://shop.test/{p}", "candidate_id": cid, "run_id": CANDIDATES[cid - 1][1],
-             "page_sha256": SHA[CANDIDATES[cid - 1][6]], "source": source, "reviewer": reviewer, "reason": reason,
-             "created_at": at}
+            {"contract": "books", "partition": p, "version": version,
+             "record": json.dumps(CANDIDATES[cid - 1][2]), "url": f"http://shop.test/{p}",
+             "candidate_id": cid, "run_id": CANDIDATES[cid - 1][1],
+             "page_sha256": SHA[CANDIDATES[cid - 1][6]],
+             "source": source, "reviewer": reviewer, "reason": reason, "created_at": at}
             for p, version, cid, source, reviewer, reason in ACCEPTED],
         "sc_reviews": [{"contract": "books", "partition": "p2", "candidate_id": 5, "decision": "reject",
-                        "reviewer": "alice", "reason": "a typo on the site", "run_id": "rv1", "created_at": at}],
+                        "reviewer": "alice", "reason": "a typo on the site", "run_id": "rv1",
+                        "created_at": at}],
         "sc_partition_state": [
-            {"contract": "books", "partition": "p1", "paused": True, "pause_reason": PAUSE, "heal_attempts": 0,
-             "etag": '"p1v2"', "last_modified": None, "last_page_sha256": SHA["p1v2"], "updated_at": at},
-            {"contract": "books", "partition": "p2", "paused": False, "pause_reason": None, "heal_attempts": 1,
-             "etag": '"p2"', "last_modified": "Sun, 01 Nov 2026 10:00:00 GMT", "last_page_sha256": SHA["p2"],
+            {"contract": "books", "partition": "p1", "paused": True, "pause_reason": PAUSE,
+             "heal_attempts": 0, "etag": '"p1v2"', "last_modified": None, "last_page_sha256": SHA["p1v2"],
+             "updated_at": at},
+            {"contract": "books", "partition": "p2", "paused": False, "pause_reason": None,
+             "heal_attempts": 1, "etag": '"p2"',
+             "last_modified": "Sun, 01 Nov 2026 10:00:00 GMT", "last_page_sha256": SHA["p2"],
              "updated_at": at},
         ],
     }

@@ -62,7 +62,8 @@ def _revisions(url: str) -> list[str]:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
-            return list(conn.execute(sa.text(f"SELECT version_num FROM {migrations.VERSION_TABLE}")).scalars())
+            query = sa.text(f"SELECT version_num FROM {migrations.VERSION_TABLE}")
+            return list(conn.execute(query).scalars())
     finally:
         engine.dispose()
 

@@ -130,8 +130,8 @@ def upgrade(engine: Engine, shown: str) -> tuple[str | None, str]:
             return before, HEAD  # another process upgraded it while this one waited for the lock
         if before is not None and before not in _known_revisions(config):
             raise NewerSchema(
-                f"the project store at {shown} has schema revision {before}, newer than this scrape_contracts "
-                f"knows (its newest is {HEAD}): run the release that upgraded it "
+                f"the project store at {shown} has schema revision {before}, newer than this "
+                f"scrape_contracts knows (its newest is {HEAD}): run the release that upgraded it "
                 "(pip install -U scrape_contracts) or point SCRAPE_CONTRACTS_DB_URL at another store")
         command.upgrade(config, HEAD)
     return before, HEAD

@@ -16,6 +16,7 @@ if connection is None:
                        "(or scrape_contracts.adapters.migrations.upgrade), not with the alembic command")
 
 context.configure(connection=connection, target_metadata=metadata, version_table=VERSION_TABLE,
-                  include_name=ours, render_as_batch=connection.dialect.name == "sqlite", transactional_ddl=True)
+                  include_name=ours, render_as_batch=connection.dialect.name == "sqlite",
+                  transactional_ddl=True)
 with context.begin_transaction():
     context.run_migrations()

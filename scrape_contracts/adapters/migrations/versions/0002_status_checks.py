@@ -19,8 +19,8 @@ CHECKS = {
     "sc_candidates": {
         "ck_sc_candidates_status": ("status", ("pending", "accepted", "quarantined", "rejected", "unchanged",
                                                "superseded")),
-        "ck_sc_candidates_outcome": ("outcome", ("valid", "unchanged", "healed", "review_required", "rejected",
-                                                 "failed")),
+        "ck_sc_candidates_outcome": ("outcome", ("valid", "unchanged", "healed", "review_required",
+                                                 "rejected", "failed")),
     },
     "sc_accepted": {"ck_sc_accepted_source": ("source", ("scrape", "review"))},
     "sc_selector_versions": {"ck_sc_selector_versions_source": ("source", ("contract", "heal"))},

@@ -565,6 +565,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("contract")
     p.set_defaults(func=cmd_selectors)
 
+    from scrape_contracts import cli_deliveries
+
+    cli_deliveries.register(sub)
+
     db = sub.add_parser("db", help="the project store's schema: current revision, upgrade").add_subparsers(
         dest="db_command", required=True)
     p = db.add_parser("current", help="print the store's schema revision (changes nothing)")

@@ -98,3 +98,8 @@ def fixture_root() -> Path | None:
     ``fixture_dir``; also the one folder outside the project that fixture pages may come from."""
     raw = os.environ.get("SCRAPE_CONTRACTS_FIXTURE_ROOT")
     return Path(raw).resolve() if raw else None
+
+
+def dagster_ui_url() -> str:
+    """Where people open the Dagster UI: links in notifications point there (SCRAPE_CONTRACTS_DAGSTER_URL)."""
+    return os.environ.get("SCRAPE_CONTRACTS_DAGSTER_URL", "http://127.0.0.1:3000").rstrip("/")

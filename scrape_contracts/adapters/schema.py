@@ -48,6 +48,22 @@ class SelectorSource(TextEnum):
     HEAL = "heal"
 
 
+class OutboxKind(TextEnum):
+    """A state change that leaves the project as an event (written in the change's own transaction)."""
+
+    ACCEPTED = "accepted"  # a new accepted version (by a scrape or a reviewer)
+    QUARANTINED = "quarantined"  # a candidate waits for review
+    REJECTED_BY_REVIEW = "rejected_by_review"
+    PAUSED = "paused"  # by a person, a review or the healer's budget
+    HEALED = "healed"  # a new selector version
+
+
+class DeliveryState(TextEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    DEAD = "dead"  # a 4xx, or every attempt failed: a failed delivery run; replay sends it again
+
+
 class Decision(TextEnum):
     """A reviewer's decision on a quarantined candidate."""
 
@@ -145,4 +161,34 @@ targets = sa.Table(
     sa.Column("partition", sa.String(256), primary_key=True),
     sa.Column("url", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+# The outbox: every state change above that can interest someone, one row, written in the same transaction
+# as the change. Its id orders the rows (the activation sensor's cursor); event_id is deterministic.
+outbox = sa.Table(
+    "sc_outbox", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("event_id", sa.String(36), nullable=False, unique=True),
+    sa.Column("kind", _enum(OutboxKind, "ck_sc_outbox_kind"), nullable=False),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("version", sa.Integer),  # the accepted version, candidate id or selector version it is about
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+# What became of each message an outbox row gave (one per rule and destination).
+deliveries = sa.Table(
+    "sc_deliveries", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("outbox_id", sa.Integer, sa.ForeignKey("sc_outbox.id"), nullable=False),
+    sa.Column("message_id", sa.String(36), nullable=False),  # X-Scrape-Contracts-Event-Id
+    sa.Column("destination", sa.String(128), nullable=False),
+    sa.Column("rule", sa.String(128), nullable=False),
+    sa.Column("status", _enum(DeliveryState, "ck_sc_deliveries_status", 16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("history", sa.JSON, nullable=False),  # every attempt: status, duration, error, run id
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("message_id", "destination", name="uq_sc_deliveries_message"),
+    sa.Index("ix_sc_deliveries_status", "status", "id"),
 )

@@ -26,8 +26,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from scrape_contracts.adapters import migrations
+from scrape_contracts.adapters import outbox as _outbox
 from scrape_contracts.adapters.schema import (
-    AcceptSource, CandidateStatus, Decision, SelectorSource, TextEnum, accepted, candidates, metadata,
+    AcceptSource, CandidateStatus, Decision, OutboxKind, SelectorSource, TextEnum, accepted, candidates, metadata,
     partition_state, reviews, selector_versions, targets,
 )
 from scrape_contracts.engine.outcome import Outcome
@@ -388,6 +389,8 @@ class ProjectStore:
         )
         _set_status(conn, candidate_id, CandidateStatus.QUARANTINED)
         _update_state(conn, cand.contract, cand.partition, paused=True, pause_reason=f"{REVIEW_PAUSE}: {reason}")
+        _outbox.write(conn, OutboxKind.QUARANTINED, [(cand.contract, cand.partition, candidate_id, {
+            "candidate_id": candidate_id, "reason": reason, "run_id": cand.run_id})])
         return CandidateStatus.QUARANTINED
 
     def record_candidates(self, items: Sequence[NewCandidate]) -> list[RecordedCandidate]:
@@ -443,6 +446,11 @@ class ProjectStore:
                 "contract": i.contract, "partition": i.partition, "version": versions[cid], "record": i.record,
                 "url": i.url, "candidate_id": cid, "run_id": i.run_id, "page_sha256": i.page_sha256,
                 "source": AcceptSource.SCRAPE, "reviewer": None, "reason": None, "created_at": now}
+                for cid, i in accepted_now])
+            _outbox.write(conn, OutboxKind.ACCEPTED, [
+                (i.contract, i.partition, versions[cid], {"candidate_id": cid, "previous_version": versions[cid] - 1
+                                                          or None, "source": AcceptSource.SCRAPE.value,
+                                                          "run_id": i.run_id})
                 for cid, i in accepted_now])
             self._supersede_reviews(conn, [i for _, i in accepted_now])
             conn.execute(_state_update(("heal_attempts", "last_page_sha256", "etag", "last_modified")), [{
@@ -587,6 +595,9 @@ class ProjectStore:
         except IntegrityError as exc:
             raise AlreadyAccepted(f"candidate {candidate_id} raced with another accept: {exc.orig}") from None
         _set_status(conn, candidate_id, CandidateStatus.ACCEPTED)
+        _outbox.write(conn, OutboxKind.ACCEPTED, [(cand.contract, cand.partition, version, {
+            "candidate_id": cand.id, "previous_version": newest or None, "source": AcceptSource(source).value,
+            "reviewer": reviewer, "reason": reason, "run_id": run_id})])
         # anything still waiting for review on this partition is now older than the accepted data
         superseded = conn.execute(
             candidates.update()
@@ -646,6 +657,13 @@ class ProjectStore:
                 .order_by(accepted.c.version)
             ).all()
         return [_accepted(r) for r in rows]
+
+    def accepted_versions(self, contract: str, partition: str, versions: Sequence[int]) -> dict[int, AcceptedVersion]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(accepted).where(
+                accepted.c.contract == contract, accepted.c.partition == partition,
+                accepted.c.version.in_(list(versions)))).all()
+        return {r.version: _accepted(r) for r in rows}
 
     def latest_accepted_all(self, contract: str, partitions: Sequence[str] | None = None) -> list[AcceptedVersion]:
         newest = (
@@ -728,6 +746,8 @@ class ProjectStore:
                                    allowed_status=(CandidateStatus.QUARANTINED,)).version
         else:
             _set_status(conn, cand.id, CandidateStatus.REJECTED)
+            _outbox.write(conn, OutboxKind.REJECTED_BY_REVIEW, [(contract, partition, cand.id, {
+                "candidate_id": cand.id, "reviewer": reviewer, "reason": reason, "run_id": run_id})])
         conn.execute(reviews.insert().values(
             contract=contract, partition=partition, candidate_id=cand.id, decision=decision,
             reviewer=reviewer, reason=reason, run_id=run_id, created_at=_now(),
@@ -781,6 +801,9 @@ class ProjectStore:
                     contract_selectors=contract_selectors, source=source, run_id=run_id, partition=partition,
                     changes=changes, created_at=_now(),
                 ))
+                if source == SelectorSource.HEAL:
+                    _outbox.write(conn, OutboxKind.HEALED, [(contract, partition or "", version, {
+                        "changes": changes, "run_id": run_id})])
         except IntegrityError:
             raise SelectorConflict(f"selector version {version} of {contract!r} was written by another run") from None
         return self.selector_version(contract, version)  # type: ignore[return-value]
@@ -832,6 +855,21 @@ class ProjectStore:
             ).values(heal_attempts=partition_state.c.heal_attempts + 1, updated_at=_now()))
             return conn.execute(sa.select(partition_state.c.heal_attempts).where(
                 partition_state.c.contract == contract, partition_state.c.partition == partition)).scalar_one()
+
+    def pause(self, contract: str, partition: str, reason: str, *, cause: str = "person") -> PartitionState:
+        """Pause a target (its schedule and batches skip it) and tell the outbox, in one transaction.
+
+        ``cause``: "person" (scrape-contracts pause, the UI's job) or "budget_exhausted" (the healer)."""
+        with self._tx() as conn:
+            self._lock_partition(conn, contract, partition)
+            _update_state(conn, contract, partition, paused=True, pause_reason=reason)
+            number = _outbox.next_pause_number(conn, contract, partition)
+            _outbox.write(conn, OutboxKind.PAUSED, [(contract, partition, number, {"reason": reason,
+                                                                                  "cause": cause})])
+        return self.state(contract, partition)
+
+    def outbox(self) -> _outbox.Outbox:
+        return _outbox.Outbox(self.engine)
 
     def resume(self, contract: str, partition: str) -> PartitionState:
         return self.update_state(contract, partition, paused=False, pause_reason=None, heal_attempts=0)

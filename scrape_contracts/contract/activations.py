@@ -146,6 +146,14 @@ class Activation(_Strict):
     payload: tuple[str, ...] | None = Field(None, description="fields of the record to send; default: all")
     description: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on_key(cls, data: Any) -> Any:
+        # YAML 1.1 (PyYAML) reads an unquoted `on:` key as the boolean true
+        if isinstance(data, dict) and True in data and "on" not in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
     @field_validator("name")
     @classmethod
     def _name_is_identifier(cls, value: str) -> str:

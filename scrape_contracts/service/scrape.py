@@ -318,5 +318,5 @@ def _save_selectors(loaded: LoadedContract, extracted: Extracted, results: dict[
 
 
 def _pause_exhausted(store: ProjectStore, contract: str, partition: str, reason: str, emit: Emit) -> None:
-    store.update_state(contract, partition, paused=True, pause_reason=reason)
+    store.pause(contract, partition, reason, cause="budget_exhausted")
     emit(Stage.PAUSED, {"reason": reason})

@@ -24,7 +24,7 @@ def pause(store: ProjectStore, contract: str, partition: str, *, by: str, reason
         raise StoreError("pausing a target needs who (--by) and why (--reason)")
     before = store.state(contract, partition)
     recorded = f"{MANUAL_PAUSE} by {by.strip()}: {reason.strip()}"
-    store.update_state(contract, partition, paused=True, pause_reason=recorded)
+    store.pause(contract, partition, recorded)
     return StateChange(contract, partition, True, recorded, before)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import json
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -13,17 +12,10 @@ from typing import Any
 from scrape_contracts.adapters.destinations.config import (
     SlackDestination, TelegramDestination, WebhookDestination, resolve,
 )
+from scrape_contracts.adapters.outbox import event_id
 from scrape_contracts.adapters.destinations.signing import (
     EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign,
 )
-
-_NAMESPACE = uuid.UUID("6f1d3c64-5b0e-4a57-9a43-8d2f0c1e7b21")
-
-
-def event_id(contract: str, target: str, version: int | str | None, kind: str) -> str:
-    """The same change always has the same id (retries, replays, a second sensor tick)."""
-    return str(uuid.uuid5(_NAMESPACE, f"{contract}\x1f{target}\x1f{version}\x1f{kind}"))
-
 
 @dataclass(frozen=True)
 class OutgoingEvent:

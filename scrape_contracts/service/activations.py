@@ -1,0 +1,159 @@
+"""From outbox rows to delivered messages (Dagster-free: the delivery job, the CLI and tests call this).
+
+An outbox row is a fact (accepted version n of a target, a quarantine, a pause, a heal). What it means to
+whom is decided here, when it is delivered: the contract's data rules on the change from version n-1 to n,
+and its operational routes (``on:``). Each resulting message has its own deterministic id, the one the
+receiver sees in ``X-Scrape-Contracts-Event-Id``: uuid5 of contract, target, version and kind, where kind
+is ``activation:<rule>`` for a data rule and the operational kind otherwise. A message already delivered
+to a destination is never sent there again; a dead one is sent again only when replayed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import httpx
+
+from scrape_contracts import settings
+from scrape_contracts.adapters.destinations import (
+    DeliveryPolicy, DeliveryResult, DeliveryStatus, DestinationError, Destinations, OutgoingEvent, deliver,
+    request_for,
+)
+from scrape_contracts.adapters.outbox import Delivery, OutboxRow, event_id
+from scrape_contracts.adapters.schema import DeliveryState, OutboxKind
+from scrape_contracts.adapters.store import ProjectStore
+from scrape_contracts.contract.activations import Operational
+from scrape_contracts.contract.loader import LoadedContract
+from scrape_contracts.engine.activations import fired_rules
+
+
+@dataclass(frozen=True)
+class Message:
+    """One event for one destination, because of one rule."""
+
+    outbox_id: int
+    rule: str
+    destination: str
+    event: OutgoingEvent
+
+
+@dataclass(frozen=True)
+class Sent:
+    message: Message
+    status: DeliveryState
+    reason: str
+    attempts: tuple[dict, ...]
+    skipped: bool = False  # delivered before: not sent again
+
+
+def asset_link(contract: str, partition: str) -> str:
+    return f"{settings.dagster_ui_url()}/assets/scrape/{quote(contract)}?view=partitions&partition={quote(partition)}"
+
+
+def _operational(row: OutboxRow) -> tuple[Operational, ...]:
+    """The operational kinds an outbox row stands for (the ``on:`` values that route it)."""
+    if row.kind == OutboxKind.QUARANTINED:
+        return (Operational.QUARANTINED,)
+    if row.kind == OutboxKind.PAUSED:
+        if row.data.get("cause") == "budget_exhausted":
+            return (Operational.BUDGET_EXHAUSTED, Operational.PAUSED)
+        return (Operational.PAUSED,)
+    return ()
+
+
+def _summary(row: OutboxRow) -> str:
+    if row.kind == OutboxKind.QUARANTINED:
+        return (f"waits for review: {row.data.get('reason')} (scrape-contracts review accept|reject "
+                f"{row.contract} {row.partition} --reviewer ... --reason ...)")
+    if row.kind == OutboxKind.PAUSED:
+        return f"paused: {row.data.get('reason')}"
+    return f"{row.kind.value}"
+
+
+def messages_for(row: OutboxRow, loaded: LoadedContract | None, store: ProjectStore) -> list[Message]:
+    """What an outbox row gives under the contract's activations (none for a contract without any)."""
+    if loaded is None or not loaded.contract.activations:
+        return []
+    contract = loaded.contract
+    link = asset_link(row.contract, row.partition)
+    found = []
+    if row.kind == OutboxKind.ACCEPTED and row.version is not None and row.data.get("previous_version"):
+        versions = store.accepted_versions(row.contract, row.partition, [row.version - 1, row.version])
+        old, new = versions.get(row.version - 1), versions.get(row.version)
+        if old is not None and new is not None:
+            for fired in fired_rules(contract.activations, old.record, new.record, contract.fields):
+                kind = f"activation:{fired.rule}"
+                event = OutgoingEvent(
+                    id=event_id(row.contract, row.partition, row.version, kind), kind=kind,
+                    contract=row.contract, target=row.partition, version=row.version, rule=fired.rule,
+                    summary=f"{fired.rule}: " + "; ".join(fired.reasons), reasons=fired.reasons,
+                    record=fired.payload, link=link, occurred_at=row.created_at.timestamp(),
+                    changes=tuple({"field": k, "old": old.record.get(k), "new": new.record.get(k)}
+                                  for k in sorted(set(old.record) | set(new.record))
+                                  if old.record.get(k) != new.record.get(k)))
+                found += [Message(row.id, fired.rule, d, event) for d in fired.destinations]
+    kinds = _operational(row)
+    for rule in contract.activations:
+        matched = [k for k in kinds if rule.on and k in rule.on]
+        if not matched:
+            continue
+        kind = matched[0].value
+        event = OutgoingEvent(
+            id=event_id(row.contract, row.partition, row.version, kind), kind=kind, contract=row.contract,
+            target=row.partition, version=row.version, rule=rule.name, summary=_summary(row),
+            reasons=(str(row.data.get("reason") or ""),), link=link, occurred_at=row.created_at.timestamp())
+        found += [Message(row.id, rule.name, d, event) for d in rule.notify]
+    return found
+
+
+def deliver_rows(store: ProjectStore, rows: Sequence[OutboxRow], contracts: Mapping[str, LoadedContract],
+                 destinations: Destinations, *, run_id: str = "", replay: bool = False,
+                 policy: DeliveryPolicy = DeliveryPolicy(), client: httpx.Client | None = None,
+                 sleep: Callable[[float], None] | None = None) -> list[Sent]:
+    """Send every message of ``rows`` not delivered yet (and, with ``replay``, the dead ones again)."""
+    outbox = store.outbox()
+    own_client = client is None
+    client = client or httpx.Client()
+    sent: list[Sent] = []
+    try:
+        for row in rows:
+            for message in messages_for(row, contracts.get(row.contract), store):
+                before = outbox.delivery(message.event.id, message.destination)
+                if before is not None and (before.status == DeliveryState.DELIVERED
+                                           or (before.status == DeliveryState.DEAD and not replay)):
+                    sent.append(Sent(message, before.status, "already " + before.status.value,
+                                     tuple(before.history), skipped=True))
+                    continue
+                sent.append(_send(outbox, message, destinations, client, policy, sleep, run_id))
+    finally:
+        if own_client:
+            client.close()
+    return sent
+
+
+def _send(outbox, message: Message, destinations: Destinations, client: httpx.Client, policy: DeliveryPolicy,
+          sleep: Callable[[float], None] | None, run_id: str) -> Sent:
+    destination = destinations.get(message.destination)
+    if destination is None:
+        result, reason = None, (f"destination {message.destination!r} is not declared in destinations.yaml "
+                                "(beside the contracts)")
+    else:
+        try:
+            request = request_for(destination, message.event)
+        except DestinationError as exc:
+            result, reason = None, str(exc)
+        else:
+            result = deliver(request, client, policy, **({"sleep": sleep} if sleep else {}))
+            reason = "delivered" if result.status == DeliveryStatus.DELIVERED else result.reason
+    attempts = [{**a.as_dict(), "run_id": run_id} for a in (result.attempts if result else ())] or \
+        [{"number": 1, "status": None, "duration_s": 0.0, "error": reason, "run_id": run_id}]
+    status = DeliveryState.DELIVERED if _delivered(result) else DeliveryState.DEAD
+    saved: Delivery = outbox.save_delivery(message.outbox_id, message.event.id, message.destination, message.rule,
+                                           status, attempts)
+    return Sent(message, status, reason, tuple(saved.history))
+
+
+def _delivered(result: DeliveryResult | None) -> bool:
+    return result is not None and result.status == DeliveryStatus.DELIVERED

@@ -1,0 +1,137 @@
+"""Activations end to end: real instance, real site and a real receiver on 127.0.0.1 (issue 11)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from scrape_contracts.adapters.destinations import verify
+from scrape_contracts.adapters.outbox import event_id
+from scrape_contracts.adapters.schema import DeliveryState, OutboxKind
+from scrape_contracts.cli import main
+from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.receiver import Receiver
+
+SECRET = "test-secret"
+RULES = """
+activations:
+  - name: price_drop
+    when: {{field: price, decreased_by_more_than: 10%}}
+    notify: [hook]
+    payload: [title, price]
+  - name: trouble
+    on: [quarantined, paused]
+    notify: [hook]
+"""
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch):
+    with Receiver() as receiver:
+        monkeypatch.setenv("HOOK_SECRET", SECRET)
+        yield receiver
+
+
+def _setup(harness: Harness, site: Any, receiver: Receiver) -> None:
+    site.set_page("/p/1", product_page("Kettle", "K-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")}, extra=RULES.format())
+    harness.write("destinations.yaml", f"""
+        destinations:
+          hook:
+            type: webhook
+            url: {receiver.url}/hook
+            secret: ${{HOOK_SECRET}}
+        """)
+
+
+def _tick(harness: Harness, defs: dg.Definitions, cursor: str | None) -> dg.SensorResult:
+    sensor = defs.get_sensor_def("activation_sensor")
+    with dg.build_sensor_context(instance=harness.instance, cursor=cursor, resources=defs.resources) as context:
+        return sensor(context)
+
+
+def _deliver(harness: Harness, defs: dg.Definitions, request: dg.RunRequest, **config: Any
+             ) -> dg.ExecuteInProcessResult:
+    run_config = request.run_config
+    if config:
+        run_config = {"ops": {"deliver_events": {"config": {
+            **run_config["ops"]["deliver_events"]["config"], **config}}}}
+    return defs.resolve_job_def("deliver_events_job").execute_in_process(
+        run_config=run_config, instance=harness.instance, raise_on_error=False, tags=request.tags)
+
+
+def test_a_price_drop_fires_its_rule_once_signed_and_a_formatting_change_fires_nothing(
+        harness: Harness, site: Any, receiver: Receiver) -> None:
+    _setup(harness, site, receiver)
+    defs = harness.definitions()
+    assert harness.run("shop", "p1", defs).success  # version 1: nothing to compare with
+    first = _tick(harness, defs, None)
+    cursor = first.cursor
+    for request in first.run_requests or []:
+        assert _deliver(harness, defs, request).success
+    assert receiver.received == []
+
+    site.set_page("/p/1", product_page("Kettle", "K-1", "$88.00"))  # -12%
+    assert harness.run("shop", "p1", defs).success
+    tick = _tick(harness, defs, cursor)
+    (request,) = tick.run_requests
+    # evaluated again over the same rows: the same run key, which Dagster launches once
+    assert [r.run_key for r in _tick(harness, defs, cursor).run_requests] == [request.run_key]
+    assert _deliver(harness, defs, request).success
+    (got,) = receiver.received
+    expected_id = event_id("shop", "p1", 2, "activation:price_drop")
+    assert verify(SECRET, got.headers, got.body) == expected_id
+    body = got.json()
+    assert body["rule"] == "price_drop" and body["record"] == {"title": "Kettle", "price": 88.0}
+    assert "decreased by 12.0%" in body["reasons"][0]
+    # the run delivered it: a second delivery run over the same rows sends nothing again
+    assert _deliver(harness, defs, request).success and len(receiver.received) == 1
+
+    site.set_page("/p/1", product_page("Kettle", "K-1", "$ 88"))  # formatting only
+    assert harness.run("shop", "p1", defs).success
+    later = _tick(harness, defs, tick.cursor)
+    for request in later.run_requests or []:
+        assert _deliver(harness, defs, request).success
+    assert len(receiver.received) == 1
+
+
+def test_retries_are_recorded_and_a_dead_delivery_fails_the_run_until_replayed(
+        harness: Harness, site: Any, receiver: Receiver, capsys: pytest.CaptureFixture[str]) -> None:
+    _setup(harness, site, receiver)
+    defs = harness.definitions()
+    assert harness.run("shop", "p1", defs).success
+    cursor = _tick(harness, defs, None).cursor
+    site.set_page("/p/1", product_page("Kettle", "K-1", "$80.00"))
+    assert harness.run("shop", "p1", defs).success
+    receiver.script((503, {"Retry-After": "0"}), (503, {"Retry-After": "0"}), 200)
+    tick = _tick(harness, defs, cursor)
+    # 2 and 4 s of backoff: real time, on purpose (the policy as it runs in production)
+    assert _deliver(harness, defs, tick.run_requests[0]).success
+    (delivery,) = harness.store.outbox().deliveries()
+    assert delivery.status == DeliveryState.DELIVERED and [a["status"] for a in delivery.history] == [503, 503, 200]
+    assert len({r.headers["x-scrape-contracts-event-id"] for r in receiver.received}) == 1
+
+    # a quarantine routes to the same hook; the receiver refuses it: a dead delivery, a failed run
+    site.set_page("/p/1", product_page("Kettle", "K-1", "$20.00"))  # -75%: beyond max_change_pct
+    assert not harness.run("shop", "p1", defs).success
+    assert [r.kind for r in harness.store.outbox().after(0)][-2:] == [OutboxKind.ACCEPTED, OutboxKind.QUARANTINED]
+    receiver.script(400)
+    bad = _tick(harness, defs, tick.cursor)
+    result = _deliver(harness, defs, bad.run_requests[0])
+    assert not result.success
+    failure = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"][0]
+    assert "dead" in failure.event_specific_data.error.message and "HTTP 400" in failure.event_specific_data.error.message
+    dead = harness.store.outbox().deliveries(status=DeliveryState.DEAD)
+    assert [d.rule for d in dead] == ["trouble"]
+    # without replay, a dead delivery is not retried by another run over the same rows
+    assert not _deliver(harness, defs, bad.run_requests[0]).success and len(receiver.received) == 4
+
+    # the receiver is fixed: replaying sends the same message id, and it is delivered
+    assert main(["--contracts-dir", str(harness.contracts_dir), "deliveries", "replay"]) == 0
+    assert "delivered" in capsys.readouterr().out
+    last = receiver.received[-1]
+    assert verify(SECRET, last.headers, last.body) == dead[0].message_id
+    assert last.json()["kind"] == "quarantined" and "review" in last.json()["summary"]
+    assert harness.store.outbox().deliveries(status=DeliveryState.DEAD) == []

@@ -1,6 +1,6 @@
 """Healing benchmark: the healer against the naive "old selector on the new page", on the mutation suite.
 
-Run from the repo root: ``python benchmarks/healing.py [--seeds N] [--seed-offset K] [--verbose]``. Exit
+Run from the repo root, venv active: ``python benchmarks/healing.py [--seeds N] [--seed-offset K] [--verbose]``. Exit
 code 1 when a target is missed: wrong <= 1%, correct >= 90% where the value is still on the page, every
 removed field refused (and every other field whose expected outcome is a refusal).
 
@@ -13,24 +13,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scrape_contracts.engine.extract import ValueParseError, parse_value  # noqa: E402
-from scrape_contracts.engine.heal import heal  # noqa: E402
-from scrape_contracts.engine.select import parse_html, select_texts  # noqa: E402
-from scrape_contracts_tests.engine.heal_cases import (
-    REFUSE,
-    REMOVAL_KINDS,
-    HealCase,
-    build_cases,
-)  # noqa: E402
+from scrape_contracts.engine.extract import ValueParseError, parse_value
+from scrape_contracts.engine.heal import heal
+from scrape_contracts.engine.select import parse_html, select_texts
+from scrape_contracts.testing.mutations import REFUSE, REMOVAL_KINDS, HealCase, build_cases
 
 MAX_WRONG_PCT = 1.0
 MIN_CORRECT_PRESENT_PCT = 90.0

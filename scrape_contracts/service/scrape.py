@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrape_contracts import settings
 from scrape_contracts.adapters.artifacts import ArtifactStore
@@ -23,6 +23,10 @@ from scrape_contracts.engine.validate import CHANGE_CHECK, validate_rules, valid
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
 )
+
+if TYPE_CHECKING:
+    from scrape_contracts.contract.model import FieldSpec
+    from scrape_contracts.engine.heal import HealSpec
 
 
 def target_url(loaded: LoadedContract, store: ProjectStore, partition: str) -> str:
@@ -251,13 +255,9 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
         emit(Stage.HEALING_REFUSED, {"fields": list(triggers), "reason": reason})
         return validated, HealReport(attempted=True, fields=triggers, reason=reason)
     after_html = (artifacts.get(fetched.page_sha256) if fetched.page_sha256 else None) or ""
-    specs = {
-        name: {"selector": extracted.selectors[name], "before": previous.record.get(name),
-               "type": contract.fields[name].type, "pattern": contract.fields[name].pattern,
-               "normalise": list(contract.fields[name].normalise),
-               **contract.fields[name].rules.model_dump(exclude_none=True)}
-        for name in triggers
-    }
+    specs = {name: _heal_spec(name, contract.fields[name], extracted.selectors[name],
+                              previous.record.get(name))
+             for name in triggers}
     started = time.perf_counter()
     results = heal(before_html, after_html, specs, limits=settings.engine_limits())
     evidence = {name: {"value": r.value, "selector": r.selector, "old_selector": extracted.selectors[name],
@@ -287,6 +287,16 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
     healed = not extraction.problems and not heal_triggers(re_validated)
     return re_validated, HealReport(attempted=True, healed=healed, fields=triggers, results=evidence,
                                     selector_version=version.version, seconds=seconds)
+
+
+def _heal_spec(name: str, field: FieldSpec, selector: str, before: Any) -> HealSpec:
+    """What the healer is told about one field: its broken selector, last accepted value, type and rules."""
+    from scrape_contracts.engine.heal import HealSpec
+
+    rules = field.rules
+    return HealSpec(name=name, selector=selector, before=before, type=field.type, pattern=field.pattern,
+                    normalise=tuple(field.normalise), minimum=rules.min, maximum=rules.max,
+                    max_change_pct=rules.max_change_pct, expected=rules.expected)
 
 
 def _save_selectors(loaded: LoadedContract, extracted: Extracted, results: dict[str, Any], run_id: str,

@@ -15,7 +15,7 @@ import pytest
 from scrape_contracts.engine.extract import extract_field
 from scrape_contracts.engine.heal import HealResult, heal, is_unstable_token
 from scrape_contracts.engine.select import parse_html, select
-from scrape_contracts_tests.engine.heal_cases import REFUSE, REMOVAL_KINDS, HealCase, build_cases
+from scrape_contracts.testing.mutations import REFUSE, REMOVAL_KINDS, HealCase, build_cases
 
 SUITE: list[HealCase] = build_cases(seeds=range(2))
 SUITE_BY_ID = {case.case_id: case for case in SUITE}

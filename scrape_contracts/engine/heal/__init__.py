@@ -48,17 +48,18 @@ MIN_MARGIN = DEFAULT_POLICY.min_margin
 
 def heal(before_html: str, after_html: str, fields: Mapping[str, HealSpec | Mapping[str, Any]], *,
          limits: Limits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic,
-         policy: HealPolicy = DEFAULT_POLICY) -> dict[str, HealResult]:
+         policy: HealPolicy = DEFAULT_POLICY, page_url: str | None = None) -> dict[str, HealResult]:
     """Heal each field of ``fields`` (name -> ``HealSpec``, or a mapping ``HealSpec.from_mapping`` reads:
-    ``{"selector", "before", "type", ...}``) against the new page.
+    ``{"selector", "before", "type", ...}``) against the new page. ``page_url`` is the target's URL: ``url``
+    fields resolve relative links against it (or a page's ``<base href>``).
 
     A limit hit refuses, like any other refusal: a page over ``heal_max_elements`` every field, running
     past ``heal_timeout_s`` the field being healed and those after it, a slow pattern or a costly
     selector of the contract that field."""
     deadline = Deadline(clock, limits.heal_timeout_s)
     try:
-        before = Page(before_html, limits, deadline, policy)
-        after = Page(after_html, limits, deadline, policy)
+        before = Page(before_html, limits, deadline, policy, page_url)
+        after = Page(after_html, limits, deadline, policy, page_url)
     except LimitExceeded as exc:
         return {name: refusal(RefusalReason.LIMIT_EXCEEDED, str(exc), 0, limit=exc.limit, setting=exc.setting)
                 for name in fields}

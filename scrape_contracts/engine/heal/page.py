@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
-from scrape_contracts.engine.extract import ValueParseError, parse_value
+from scrape_contracts.engine.extract import ValueParseError, base_of, parse_value
 from scrape_contracts.engine.heal.names import is_unstable_token, semantic_attrs, stable_id_of
 from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec
@@ -65,10 +65,11 @@ class Page:
     """One parsed page plus lazily computed, per-call caches (never shared between calls)."""
 
     def __init__(self, html: str, limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None,
-                 policy: HealPolicy = DEFAULT_POLICY) -> None:
+                 policy: HealPolicy = DEFAULT_POLICY, url: str | None = None) -> None:
         self.sel = parse_html(html)
         self.limits = limits
         self.policy = policy
+        self.base_url = base_of(self.sel, url)  # what url fields' relative links resolve against
         self.deadline = deadline or Deadline(time.monotonic, limits.heal_timeout_s)
         self.budget = SelectorBudget(self.sel, limits.selector_max_cost)
         root = self.sel.root
@@ -225,7 +226,8 @@ class Page:
         key = (raw, ftype, pattern, normalise)
         if key not in self._parsed:
             try:
-                self._parsed[key] = parse_value(raw, ftype, pattern, normalise, limits=self.limits)
+                self._parsed[key] = parse_value(raw, ftype, pattern, normalise, limits=self.limits,
+                                                base_url=self.base_url)
             except ValueParseError:
                 self._parsed[key] = UNPARSEABLE
         return self._parsed[key]

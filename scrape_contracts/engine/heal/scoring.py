@@ -139,7 +139,10 @@ def jsonld_score(ctx: Context, value: Any) -> float:
             continue
         keyed = bool(expand_synonyms(words) & ctx.field_words)
         try:
-            typed = ctx.spec.parse(str(scalar), ctx.after.limits) if not isinstance(scalar, bool) else scalar
+            if isinstance(scalar, bool):
+                typed = scalar
+            else:
+                typed = ctx.spec.parse(str(scalar), ctx.after.limits, ctx.after.base_url)
         except ValueParseError:
             continue
         if same_value(typed, value):

@@ -260,7 +260,7 @@ def _reextracts(ctx: Context, selector: str, value: Any) -> bool:
     if len(texts) != 1:
         return False
     try:
-        parsed = ctx.spec.parse(texts[0], ctx.after.limits)
+        parsed = ctx.spec.parse(texts[0], ctx.after.limits, ctx.after.base_url)
         return same_value(parsed, value) and ctx.spec.violation(value, ctx.policy) is None
     except ValueParseError:
         return False

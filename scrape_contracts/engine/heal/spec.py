@@ -74,9 +74,9 @@ class HealSpec:
         """The numeric change allowed from the last accepted value, in percent."""
         return self.max_change_pct if self.max_change_pct is not None else policy.default_change_pct
 
-    def parse(self, text: str, limits: Limits = DEFAULT_LIMITS) -> Any:
+    def parse(self, text: str, limits: Limits = DEFAULT_LIMITS, base_url: str | None = None) -> Any:
         """Typed value exactly as the extractor would produce it, or raise ValueParseError."""
-        return parse_value(text, self.type, self.pattern, self.normalise, limits=limits)
+        return parse_value(text, self.type, self.pattern, self.normalise, limits=limits, base_url=base_url)
 
     def violation(self, value: Any, policy: HealPolicy) -> str | None:
         """Why ``value`` breaks the field's rules (or the healer's own change guard), or None."""

@@ -21,7 +21,7 @@ from scrape_contracts.engine.heal.page import Page, on_one_branch, split_selecto
 from scrape_contracts.engine.heal.policy import HealPolicy
 from scrape_contracts.engine.heal.result import HEALED, HealResult, RefusalReason, refusal
 from scrape_contracts.engine.heal.scoring import Part, reward_unique_value
-from scrape_contracts.engine.heal.selectors import build_selector
+from scrape_contracts.engine.heal.selectors import SelectorKind, build_selector
 from scrape_contracts.engine.heal.shortlist import Shortlist, shortlist
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec, same_value
 from scrape_contracts.engine.heal.vocabulary import DIGIT
@@ -51,6 +51,7 @@ STRATEGY_NAMES = {
 
 
 def heal_field(before: Page, after: Page, spec: HealSpec, policy: HealPolicy) -> HealResult:
+    """Heal one field of ``before`` on ``after``, or refuse."""
     if not spec.selector:
         return refusal(RefusalReason.INVALID_SELECTOR, "field has no selector", 0)
     ctx = build_context(before, after, spec, policy)
@@ -160,7 +161,8 @@ def _judge(ctx: Context, found: Shortlist, extra: dict[str, Any]) -> HealResult:
 
 
 def _selector_for(ctx: Context, best: Candidate, candidates: list[Candidate], copies: list[Candidate],
-                  info: dict[str, Any]):
+                  info: dict[str, Any]) -> tuple[str, SelectorKind] | None:
+    """A stable selector for the best, else for a wrapper or a machine-readable copy of the same value."""
     built = build_selector(ctx, best)
     if built is None:
         # a wrapper of the same value, or the page's machine-readable copy of it (<meta itemprop="price">),
@@ -225,6 +227,7 @@ def _pick_in_slot(candidates: list[Candidate], policy: HealPolicy) -> Candidate:
         and c.score >= top.score - policy.same_slot_tie
         and same_value(c.value, top.value)
     ]
+    # anchors that differ only past the third decimal are a tie: then the innermost element wins
     return max(group, key=lambda c: (round(c.parts.get(Part.ANCHOR, 0.0), 3), _depth(c.el), c.score))
 
 

@@ -51,7 +51,8 @@ class Rules(_Strict):
         return self
 
 
-FieldType = Literal["string", "number", "integer", "price", "boolean"]
+# date/datetime: ISO 8601 strings ("2024-03-05", "2024-03-05T14:30:00+01:00"); url: an absolute http(s) URL
+FieldType = Literal["string", "number", "integer", "price", "boolean", "date", "datetime", "url"]
 NormaliseStep = Literal["lower", "upper", "casefold", "digits_only"]
 
 
@@ -104,8 +105,13 @@ class FieldSpec(_Strict):
 
     @property
     def json_type(self) -> str:
-        return {"string": "string", "number": "number", "integer": "integer", "price": "number",
-                "boolean": "boolean"}[self.type]
+        return {"number": "number", "integer": "integer", "price": "number", "boolean": "boolean"}.get(
+            self.type, "string")
+
+    @property
+    def json_format(self) -> str | None:
+        """The JSON Schema ``format`` of a date, date-time or URL field."""
+        return {"date": "date", "datetime": "date-time", "url": "uri"}.get(self.type)
 
 
 def _confined(setting: str, value: str | None, info: ValidationInfo) -> str | None:
@@ -335,6 +341,8 @@ class Contract(_Strict):
         properties = {}
         for name, spec in self.fields.items():
             properties[name] = {"type": spec.json_type if spec.required else [spec.json_type, "null"]}
+            if spec.json_format:
+                properties[name]["format"] = spec.json_format
         return {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",

@@ -1,11 +1,13 @@
 """Diffing a candidate record against the last accepted one, after normalisation.
 
 Formatting-only changes (whitespace, declared case-insensitivity, thousands separators, where the currency
-symbol stands) compare equal: values are compared as typed values, strings after the field's normalisation.
+symbol stands, a date-time given in another UTC offset) compare equal: values are compared as typed values,
+strings after the field's normalisation.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -30,10 +32,21 @@ def comparable(value: Any, spec: FieldLike | None = None) -> Any:
         return value
     if isinstance(value, (int, float)):
         return round(float(value), 6)
+    if isinstance(value, str) and spec is not None and spec.type == "datetime":
+        return _instant(value)
     if isinstance(value, str):
         text = normalise_space(value)
         return apply_normalise(text, spec.normalise) if spec is not None else text
     return value
+
+
+def _instant(value: str) -> str:
+    """An ISO date-time with an offset as the same moment in UTC; one without an offset as it is."""
+    try:
+        moment = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        return normalise_space(value)
+    return moment.astimezone(dt.timezone.utc).isoformat() if moment.tzinfo else moment.isoformat()
 
 
 def change_pct(old: Any, new: Any) -> float | None:

@@ -16,8 +16,10 @@ import parsel
 import regex
 from price_parser import Price
 
+from scrape_contracts.engine.dates import DateParseError, parse_date, parse_datetime
 from scrape_contracts.engine.limits import DEFAULT_LIMITS, LimitExceeded, Limits
 from scrape_contracts.engine.select import SelectorBudget, parse_html, select_texts
+from scrape_contracts.engine.urls import UrlParseError, page_base, parse_url
 
 
 class FieldLike(Protocol):
@@ -51,6 +53,11 @@ class ValueParseError(ValueError):
     pass
 
 
+_TEXT_TYPES = {
+    "date": lambda text, _: parse_date(text),
+    "datetime": lambda text, _: parse_datetime(text),
+    "url": parse_url,
+}
 _TRUE = {"true", "yes", "1", "in stock", "available", "y"}
 _FALSE = {"false", "no", "0", "out of stock", "unavailable", "sold out", "n"}
 
@@ -92,8 +99,12 @@ def pattern_search(pattern: str, text: str, timeout_s: float) -> regex.Match[str
 
 
 def parse_value(text: str, field_type: str, pattern: str | None = None,
-                normalise: Iterable[str] = (), *, limits: Limits = DEFAULT_LIMITS) -> Any:
-    """Turn extracted text into a typed value, or raise ValueParseError (LimitExceeded on a slow pattern)."""
+                normalise: Iterable[str] = (), *, limits: Limits = DEFAULT_LIMITS,
+                base_url: str | None = None) -> Any:
+    """Turn extracted text into a typed value, or raise ValueParseError (LimitExceeded on a slow pattern).
+
+    Dates and date-times become ISO 8601 strings (``engine/dates.py``); links become absolute URLs,
+    resolved against ``base_url`` (``engine/urls.py``)."""
     if pattern is not None:
         match = pattern_search(pattern, text, limits.regex_timeout_s)
         if match is None:
@@ -102,6 +113,11 @@ def parse_value(text: str, field_type: str, pattern: str | None = None,
     text = apply_normalise(text.strip(), normalise)
     if field_type == "string":
         return text
+    if field_type in _TEXT_TYPES:
+        try:
+            return _TEXT_TYPES[field_type](text, base_url)
+        except (DateParseError, UrlParseError) as exc:
+            raise ValueParseError(str(exc)) from None
     if field_type == "boolean":
         lowered = text.lower()
         if lowered in _TRUE:
@@ -123,18 +139,20 @@ def parse_value(text: str, field_type: str, pattern: str | None = None,
 
 def extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: str | None = None, *,
                   limits: Limits = DEFAULT_LIMITS, budget: SelectorBudget | None = None,
-                  ) -> tuple[Any, str | None, FieldProblem | None]:
-    """(value, raw text, problem) for one field; ``selector`` overrides the spec's (healed selectors)."""
+                  base_url: str | None = None) -> tuple[Any, str | None, FieldProblem | None]:
+    """(value, raw text, problem) for one field; ``selector`` overrides the spec's (healed selectors);
+    links resolve against ``base_url`` (the page's own URL or ``<base href>``)."""
     selector = selector or spec.selector
     try:
         return _extract_field(root, name, spec, selector, limits,
-                              budget or SelectorBudget(root, limits.selector_max_cost))
+                              budget or SelectorBudget(root, limits.selector_max_cost), base_url)
     except LimitExceeded as exc:
         return None, None, FieldProblem(name, "limit_exceeded", str(exc))
 
 
 def _extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: str, limits: Limits,
-                   budget: SelectorBudget) -> tuple[Any, str | None, FieldProblem | None]:
+                   budget: SelectorBudget, base_url: str | None
+                   ) -> tuple[Any, str | None, FieldProblem | None]:
     texts = [t for t in select_texts(root, selector, budget) if t != ""]
     if not texts:
         return None, None, FieldProblem(name, "no_match", f"selector {selector!r} matched nothing", 0)
@@ -146,7 +164,8 @@ def _extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: 
         )
     raw = texts[0]
     try:
-        return parse_value(raw, spec.type, spec.pattern, spec.normalise, limits=limits), raw, None
+        value = parse_value(raw, spec.type, spec.pattern, spec.normalise, limits=limits, base_url=base_url)
+        return value, raw, None
     except ValueParseError as exc:
         kind = "pattern_no_match" if spec.pattern and "pattern" in str(exc) else "unparseable"
         return None, raw, FieldProblem(name, kind, f"{spec.type} field from {selector!r}: {exc}", len(texts))
@@ -154,17 +173,25 @@ def _extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: 
 
 def extract_record(html: str | parsel.Selector, fields: Mapping[str, FieldLike],
                    selectors: Mapping[str, str] | None = None, *,
-                   limits: Limits = DEFAULT_LIMITS) -> Extraction:
-    """Extract one record. ``selectors`` (field → selector) overrides the specs' selectors."""
+                   limits: Limits = DEFAULT_LIMITS, page_url: str | None = None) -> Extraction:
+    """Extract one record. ``selectors`` (field → selector) overrides the specs' selectors; ``page_url`` is
+    where the page came from (``url`` fields resolve relative links against it)."""
     root = parse_html(html) if isinstance(html, str) else html
+    base_url = base_of(root, page_url) if any(f.type == "url" for f in fields.values()) else page_url
     budget = SelectorBudget(root, limits.selector_max_cost)  # measures the page once, for every field
     record: dict[str, Any] = {}
     raw: dict[str, str | None] = {}
     problems: list[FieldProblem] = []
     for name, spec in fields.items():
         value, text, problem = extract_field(root, name, spec, (selectors or {}).get(name), limits=limits,
-                                             budget=budget)
+                                             budget=budget, base_url=base_url)
         record[name], raw[name] = value, text
         if problem is not None:
             problems.append(problem)
     return Extraction(record, raw, tuple(problems))
+
+
+def base_of(root: parsel.Selector, page_url: str | None) -> str | None:
+    """What relative links on the page resolve against: its ``<base href>``, else ``page_url``."""
+    base_href = root.xpath("//base/@href").get()
+    return page_base(page_url, base_href)

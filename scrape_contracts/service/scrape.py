@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrape_contracts import settings
 from scrape_contracts.adapters.artifacts import ArtifactStore
@@ -23,6 +23,10 @@ from scrape_contracts.engine.validate import CHANGE_CHECK, validate_rules, valid
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
 )
+
+if TYPE_CHECKING:
+    from scrape_contracts.contract.model import FieldSpec
+    from scrape_contracts.engine.heal import HealSpec
 
 
 def target_url(loaded: LoadedContract, store: ProjectStore, partition: str) -> str:
@@ -117,16 +121,16 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
         raise RuntimeError(f"page {fetched.page_sha256} is missing from the artifact store; run again with "
                            "--force to fetch it again")
     extraction = extract_record(html, loaded.contract.fields, selectors.selectors,
-                                limits=settings.engine_limits())
-    extraction, used, fallback = _earlier_layout(loaded, html, selectors, extraction)
+                                limits=settings.engine_limits(), page_url=fetched.final_url)
+    extraction, used, fallback = _earlier_layout(loaded, html, selectors, extraction, fetched.final_url)
     emit(Stage.EXTRACTED, {"record": extraction.record, "selector_version": selectors.version,
                            "problems": [dataclasses.asdict(p) for p in extraction.problems],
                            **({"contract_selectors": fallback} if fallback else {})})
     return Extracted(fetched, extraction.record, extraction.problems, selectors.version, used)
 
 
-def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersion, extraction: Extraction
-                    ) -> tuple[Extraction, dict[str, str], dict[str, str]]:
+def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersion, extraction: Extraction,
+                    page_url: str) -> tuple[Extraction, dict[str, str], dict[str, str]]:
     """(extraction, selectors used, fields taken with the contract's own selector).
 
     A site can go back to the layout the contract was written for (a redesign rolled back, an A/B test):
@@ -140,7 +144,7 @@ def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersio
         return extraction, used, {}
     fields = loaded.contract.fields
     trial = extract_record(html, {n: fields[n] for n in failing}, {n: own[n] for n in failing},
-                           limits=settings.engine_limits())
+                           limits=settings.engine_limits(), page_url=page_url)
     back = {n: own[n] for n in sorted(failing - trial.problem_fields())}
     if not back:
         return extraction, used, {}
@@ -251,15 +255,12 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
         emit(Stage.HEALING_REFUSED, {"fields": list(triggers), "reason": reason})
         return validated, HealReport(attempted=True, fields=triggers, reason=reason)
     after_html = (artifacts.get(fetched.page_sha256) if fetched.page_sha256 else None) or ""
-    specs = {
-        name: {"selector": extracted.selectors[name], "before": previous.record.get(name),
-               "type": contract.fields[name].type, "pattern": contract.fields[name].pattern,
-               "normalise": list(contract.fields[name].normalise),
-               **contract.fields[name].rules.model_dump(exclude_none=True)}
-        for name in triggers
-    }
+    specs = {name: _heal_spec(name, contract.fields[name], extracted.selectors[name],
+                              previous.record.get(name))
+             for name in triggers}
     started = time.perf_counter()
-    results = heal(before_html, after_html, specs, limits=settings.engine_limits())
+    results = heal(before_html, after_html, specs, limits=settings.engine_limits(),
+                   page_url=fetched.final_url)
     evidence = {name: {"value": r.value, "selector": r.selector, "old_selector": extracted.selectors[name],
                        "confidence": round(r.confidence, 3), "evidence": r.evidence}
                 for name, r in results.items()}
@@ -278,7 +279,7 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
                                      seconds=seconds)
     version = _save_selectors(loaded, extracted, {n: results[n] for n in triggers}, run_id, store)
     extraction = extract_record(after_html, contract.fields, version.selectors,
-                                limits=settings.engine_limits())
+                                limits=settings.engine_limits(), page_url=fetched.final_url)
     re_extracted = dataclasses.replace(extracted, record=extraction.record, problems=extraction.problems,
                                        selector_version=version.version, selectors=dict(version.selectors))
     re_validated = validate(loaded, re_extracted, lambda *_: None)
@@ -287,6 +288,16 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
     healed = not extraction.problems and not heal_triggers(re_validated)
     return re_validated, HealReport(attempted=True, healed=healed, fields=triggers, results=evidence,
                                     selector_version=version.version, seconds=seconds)
+
+
+def _heal_spec(name: str, field: FieldSpec, selector: str, before: Any) -> HealSpec:
+    """What the healer is told about one field: its broken selector, last accepted value, type and rules."""
+    from scrape_contracts.engine.heal import HealSpec
+
+    rules = field.rules
+    return HealSpec(name=name, selector=selector, before=before, type=field.type, pattern=field.pattern,
+                    normalise=tuple(field.normalise), minimum=rules.min, maximum=rules.max,
+                    max_change_pct=rules.max_change_pct, expected=rules.expected)
 
 
 def _save_selectors(loaded: LoadedContract, extracted: Extracted, results: dict[str, Any], run_id: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from types import SimpleNamespace
@@ -13,9 +14,16 @@ from typing import Any
 import pytest
 
 from scrape_contracts.engine.extract import extract_field
-from scrape_contracts.engine.heal import HealResult, heal, is_unstable_token
+from scrape_contracts.engine.heal import (
+    DEFAULT_POLICY,
+    HealResult,
+    HealSpec,
+    RefusalReason,
+    heal,
+    is_unstable_token,
+)
 from scrape_contracts.engine.select import parse_html, select
-from scrape_contracts_tests.engine.heal_cases import REFUSE, REMOVAL_KINDS, HealCase, build_cases
+from scrape_contracts.testing.mutations import REFUSE, REMOVAL_KINDS, HealCase, build_cases
 
 SUITE: list[HealCase] = build_cases(seeds=range(2))
 SUITE_BY_ID = {case.case_id: case for case in SUITE}
@@ -155,6 +163,31 @@ def test_heals_hashed_classes_to_a_stable_selector() -> None:
     assert results["price"].selector == 'span[itemprop="price"]'
     assert results["title"].value == "Nordvik Kettle K200"
     assert "css-" not in results["title"].selector
+
+
+HASHED = PRODUCT_BEFORE.replace('class="price"', 'class="css-9q8w7e"').replace('class="title"',
+                                                                           'class="css-1x2y3z"')
+
+
+def test_typed_specs_heal_like_mappings() -> None:
+    typed = {"price": HealSpec("price", ".buy .price", before="$49.00", type="price", max_change_pct=30),
+             "title": HealSpec("title", "h1.title", before="Nordvik Kettle K200")}
+    assert typed["price"].before == 49.0  # coerced to the field's type
+    by_mapping, by_type = heal(PRODUCT_BEFORE, HASHED, FIELDS), heal(PRODUCT_BEFORE, HASHED, typed)
+    assert by_type == by_mapping and by_type["price"].value == 49.0 and by_type["price"].refusal is None
+
+
+def test_the_policy_decides_and_refusals_are_typed() -> None:
+    assert heal(PRODUCT_BEFORE, HASHED, FIELDS)["price"].healed
+    strict = replace(DEFAULT_POLICY, min_score=5.0)  # no score reaches it: every heal is refused
+    result = heal(PRODUCT_BEFORE, HASHED, FIELDS, policy=strict)["price"]
+    assert not result.healed and result.refusal is RefusalReason.LOW_CONFIDENCE
+    assert result.evidence["reason"] == "low_confidence" and "below 4.92" in result.evidence["detail"]
+    # a nested weight is policy too: with no weight on value proximity its part of the score is 0
+    no_value = replace(DEFAULT_POLICY, weights=replace(DEFAULT_POLICY.weights, value=0.0))
+    plain = heal(PRODUCT_BEFORE, HASHED, FIELDS)["price"].evidence["parts"]
+    assert heal(PRODUCT_BEFORE, HASHED, FIELDS, policy=no_value)["price"].evidence["parts"]["value"] == 0.0
+    assert plain["value"] > 0.0
 
 
 def test_crossed_out_price_in_the_old_place_is_not_taken() -> None:

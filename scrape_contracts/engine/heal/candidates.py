@@ -1,0 +1,165 @@
+"""Candidates: every place on the new page that holds a value of the field's type and shape."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lxml import etree
+
+from scrape_contracts.engine.heal.page import Page, split_selector
+from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec, same_value
+from scrape_contracts.engine.heal.vocabulary import (
+    ALNUM,
+    CURRENCY,
+    DIGIT,
+    GLUED_NUMBER,
+    LETTER_WORD,
+    NUMBER_TOKEN,
+    RATING_SCALE,
+    VALUE_ATTRS,
+)
+from scrape_contracts.engine.select import normalise_space
+
+if TYPE_CHECKING:
+    from scrape_contracts.engine.heal.decoys import Flag
+    from scrape_contracts.engine.heal.fingerprint import Fingerprint
+    from scrape_contracts.engine.heal.scoring import Part
+
+CURRENCY_BESIDE = 4  # "$" or "EUR" in a sibling: the parent's text besides the value is this short
+
+
+def value_sources(
+    page: Page, spec: HealSpec, accept, old_raw: str = ""
+) -> Iterator[tuple[etree._Element, str, str, Any]]:
+    """(element, source, raw text, typed value) for every place on the page that holds a valid value."""
+    _, old_src = split_selector(spec.selector)
+    key = (
+        spec.type,
+        spec.pattern,
+        spec.normalise,
+        old_src,
+        len(NUMBER_TOKEN.findall(old_raw)),
+        len(LETTER_WORD.findall(old_raw)),
+        bool(CURRENCY.search(old_raw)),
+        old_raw.strip().isdigit(),
+        len(str(spec.before or "")),
+    )
+    if key not in page.scan_cache:
+        page.scan_cache[key] = list(_scan_values(page, spec, old_src, old_raw))
+    return ((el, src, raw, value) for el, src, raw, value in page.scan_cache[key] if accept(value))
+
+
+def _scan_values(
+    page: Page, spec: HealSpec, old_src: str, old_raw: str
+) -> Iterator[tuple[etree._Element, str, str, Any]]:
+    old_attr = old_src[5:] if old_src.startswith("attr:") else None
+    allowed_numbers = max(1, len(NUMBER_TOKEN.findall(old_raw)))
+    policy = page.policy
+    old_words = len(LETTER_WORD.findall(old_raw))
+    allowed_words = max(policy.min_allowed_words, old_words + policy.extra_allowed_words)
+    old_has_currency = bool(CURRENCY.search(old_raw))
+    bare = spec.bare
+    max_string = max(policy.max_string_text, 2 * len(str(spec.before or "")))
+    sites = page.sites()
+    if old_attr and old_attr not in VALUE_ATTRS:
+        sites = sites + [
+            (el, old_src, normalise_space(el.get(old_attr) or ""))
+            for el in page.elements
+            if el.get(old_attr) and (el not in page.hidden or el.tag == "meta")
+        ]
+    for el, src, raw in sites:
+        if spec.numeric:
+            longest = policy.max_numeric_text if spec.pattern is None else max_string
+            if len(raw) > longest or not DIGIT.search(raw):
+                continue
+            if spec.pattern is None:
+                key = (raw, spec.type, allowed_numbers, allowed_words)
+                ok = page.shape_cache.get(key)
+                if ok is None:
+                    ok = page.shape_cache[key] = _number_like(
+                        page, spec, raw, allowed_numbers, allowed_words, bare
+                    )
+                if not ok:
+                    continue
+            if spec.type != "price" and not old_has_currency and CURRENCY.search(raw):
+                continue  # a count never reads "£103.00"
+            if spec.type == "price" and old_has_currency and not _currency_near(page, el, raw):
+                continue  # a price that lost its currency is more likely a count ("Tickets left: 142")
+        elif spec.type == "boolean":
+            if len(raw) > policy.max_boolean_text or raw.isdigit() and not old_raw.strip().isdigit():
+                continue  # "1" is a count far more often than a yes
+        elif len(raw) > max_string or not ALNUM.search(raw):
+            continue  # "·" separators and icons are not values
+        value = page.parse(spec, raw)
+        if value is not UNPARSEABLE:
+            yield el, src, raw, value
+
+
+def _currency_near(page: Page, el: etree._Element, raw: str) -> bool:
+    """A currency in the text itself or right beside it (<span>$</span><span>19.99</span>)."""
+    if CURRENCY.search(raw):
+        return True
+    parent = el.getparent()
+    if parent is None:
+        return False
+    rest = page.text.get(parent, "").replace(raw, "", 1).strip()
+    return len(rest) <= CURRENCY_BESIDE and bool(CURRENCY.search(rest))
+
+
+def _number_like(
+    page: Page,
+    spec: HealSpec,
+    raw: str,
+    allowed_numbers: int,
+    allowed_words: int,
+    bare: HealSpec | None = None,
+) -> bool:
+    """Text that states one number (plus a label or unit), as opposed to text that merely contains digits.
+
+    price-parser is lenient by design ("Desk X681" -> 681, "January 4, 2023" -> 4.2023), so a candidate is
+    only a number when its number stands alone, is the one the parser read, and the text around it is short.
+    """
+    if GLUED_NUMBER.search(raw):
+        return False  # model numbers and codes: "X681", "H2O"
+    tokens = NUMBER_TOKEN.findall(raw)
+    if not tokens:
+        return False
+    if len(tokens) > allowed_numbers and not (len(tokens) == 2 and RATING_SCALE.search(raw)):
+        return False  # "3 beds · 2 baths": which number is meant would be a guess
+    if len(LETTER_WORD.findall(raw)) > allowed_words:
+        return False
+    whole = page.parse(spec, raw)
+    if whole is UNPARSEABLE:
+        return False
+    alone = whole if tokens[0] == raw else page.parse(bare or spec.bare, tokens[0])
+    return alone is not UNPARSEABLE and whole is not UNPARSEABLE and same_value(abs(alone), abs(whole))
+
+
+@dataclass
+class Candidate:
+    """One place on the new page holding a valid value, and the evidence gathered for it."""
+
+    el: etree._Element
+    src: str
+    raw: str
+    value: Any
+    fp: Fingerprint | None = None
+    slot: etree._Element | None = None
+    parts: dict[Part, float] = field(default_factory=dict)
+    score: float = 0.0
+    decoy: Flag | None = None
+
+
+def slot_of(page: Page, el: etree._Element, src: str) -> etree._Element:
+    """Outermost ancestor carrying the same text: wrappers around one value are one place, not rivals."""
+    if src != "text":
+        return el
+    text = page.text[el]
+    cur = el
+    parent = cur.getparent()
+    while parent is not None and parent.tag not in ("body", "html") and page.text.get(parent) == text:
+        cur = parent
+        parent = cur.getparent()
+    return cur

@@ -1,0 +1,242 @@
+"""Decoys: values in a context the field was not in — crossed out ("was $25"), a related or recommended
+item, another item's card in a repeated list, page chrome (nav, breadcrumbs, footer) — and look-alikes:
+candidates that resemble, or carry the name of, another element of the old page."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from itertools import islice
+from typing import TYPE_CHECKING
+
+from lxml import etree
+
+from scrape_contracts.engine.heal.fingerprint import fingerprint_of, similarity
+from scrape_contracts.engine.heal.labels import clean_label, heading_of, label_of
+from scrape_contracts.engine.heal.page import on_one_branch
+from scrape_contracts.engine.heal.vocabulary import (
+    CHROME_TOKENS,
+    NUMBER_TOKEN,
+    RELATED_HEADING,
+    RELATED_TOKENS,
+    STRIKE_LABEL,
+    STRIKE_TAGS,
+    STRIKE_TOKENS,
+)
+
+if TYPE_CHECKING:
+    from scrape_contracts.engine.heal.candidates import Candidate
+    from scrape_contracts.engine.heal.context import Context
+    from scrape_contracts.engine.heal.page import Page
+
+
+class Flag(StrEnum):
+    """Where an element sits, as far as a value in it can be trusted."""
+
+    STRIKE = "strike"  # crossed out or labelled as a previous price
+    RELATED = "related"  # a related/recommended section
+    CHROME = "chrome"  # navigation, breadcrumbs, footer, site header
+    CARD = "card"  # one of several look-alike linked items
+
+
+# in this order: the first that the candidate has and the old element had not names the decoy
+DECOY_FLAGS = (Flag.STRIKE, Flag.RELATED, Flag.CARD)
+DECOY_MESSAGES = {
+    Flag.STRIKE: "crossed-out or previous value",
+    Flag.RELATED: "related/recommended item",
+    Flag.CARD: "another item's card in a repeated list",
+}
+
+CARD_DEPTH = 6  # ancestors looked at for a repeated card
+CARD_REPEATS = 3  # look-alike linked siblings that make a list of cards
+STRIKE_DEPTH = 3  # a <del> or "old-price" class this close above the value crosses it out
+STRIKE_TEXT = 40  # a value's own text this short may say "was"
+LINK_ITEM_DEPTH = 3  # ancestors looked at for the list item of a link list...
+LINK_ITEM_TEXT = 60  # ...whose text is this short
+
+
+def is_card(page: Page, el: etree._Element) -> bool:
+    """Inside one of several look-alike siblings that link elsewhere (product/listing/article cards)."""
+    cur = el
+    for _ in range(CARD_DEPTH):
+        parent = cur.getparent()
+        if parent is None or parent.tag in ("body", "html"):
+            return False
+        if parent not in page.cards:
+            page.cards[parent] = _repeats_links(parent)
+        if page.cards[parent]:
+            if _linked_lookalikes(page, parent).get(_signature(page, cur), 0) >= CARD_REPEATS:
+                return True
+        cur = parent
+    return False
+
+
+def _signature(page: Page, el: etree._Element) -> tuple[str, frozenset[str]]:
+    return el.tag, frozenset(page.classes(el))
+
+
+def _linked_lookalikes(page: Page, parent: etree._Element) -> dict[tuple[str, frozenset[str]], int]:
+    """Per child signature, how many children of ``parent`` share it (when any of them holds a link)."""
+    cached = page.lookalikes.get(parent)
+    if cached is None:
+        counts: dict[tuple[str, frozenset[str]], int] = {}
+        linked: set[tuple[str, frozenset[str]]] = set()
+        for child in parent:
+            if isinstance(child.tag, str):
+                sig = _signature(page, child)
+                counts[sig] = counts.get(sig, 0) + 1
+                if child.tag == "a" or child.find(".//a") is not None:
+                    linked.add(sig)
+        cached = page.lookalikes[parent] = {sig: n for sig, n in counts.items() if sig in linked}
+    return cached
+
+
+def _repeats_links(parent: etree._Element) -> bool:
+    children = [c for c in parent if isinstance(c.tag, str)]
+    return (
+        len(children) >= CARD_REPEATS
+        and sum(1 for c in children if c.tag == "a" or c.find(".//a") is not None) >= CARD_REPEATS
+    )
+
+
+def flags_of(page: Page, el: etree._Element) -> frozenset[Flag]:
+    """Context of ``el``: strike (crossed out / was), related (recommendations), chrome, card."""
+    cached = page.flags.get(el)
+    if cached is None:
+        cached = page.flags[el] = _compute_flags(page, el)
+    return cached
+
+
+def _compute_flags(page: Page, el: etree._Element) -> frozenset[Flag]:
+    flags: set[Flag] = set()
+    for depth, node in enumerate([el, *el.iterancestors()]):
+        tag = node.tag if isinstance(node.tag, str) else ""
+        tokens = page.context_words(node)
+        if depth <= STRIKE_DEPTH and (
+            tag in STRIKE_TAGS
+            or tokens & STRIKE_TOKENS
+            or "line-through" in node.get("style", "").replace(" ", "")
+        ):
+            flags.add(Flag.STRIKE)
+        if tokens & RELATED_TOKENS:
+            flags.add(Flag.RELATED)
+        if (
+            tag in ("nav", "footer")
+            or node.get("role") in ("navigation", "contentinfo", "banner")
+            or tokens & CHROME_TOKENS
+        ):
+            flags.add(Flag.CHROME)
+        if tag == "header" and not any(a.tag in ("main", "article") for a in node.iterancestors()):
+            flags.add(Flag.CHROME)
+    label = label_of(page, el)
+    own = page.text.get(el, "")
+    if (
+        label
+        and STRIKE_LABEL.search(label)
+        or len(own) <= STRIKE_TEXT
+        and STRIKE_LABEL.search(clean_label(own))
+    ):
+        flags.add(Flag.STRIKE)
+    heading = heading_of(page, el)
+    if heading and RELATED_HEADING.search(heading):
+        flags.add(Flag.RELATED)
+    if is_card(page, el):
+        flags.add(Flag.CARD)
+    if in_link_list(page, el):
+        flags.add(Flag.CHROME)
+    return frozenset(flags)
+
+
+def in_link_list(page: Page, el: etree._Element) -> bool:
+    """Inside a list whose items are bare links: breadcrumbs, menus, tag lists."""
+    item = next((n for n in (el, *islice(el.iterancestors(), LINK_ITEM_DEPTH)) if n.tag == "li"), None)
+    if item is None or len(page.text.get(item, "")) > LINK_ITEM_TEXT:
+        return False
+    parent = item.getparent()
+    if parent is None:
+        return False
+    if parent not in page.bare_links:
+        page.bare_links[parent] = sum(1 for li in parent if li.tag == "li" and _bare_link(page, li))
+    own = _bare_link(page, item)
+    links = page.bare_links[parent] - own
+    # the current page's own crumb is often plain text after the links
+    return links >= 2 or (links >= 1 and own)
+
+
+def _bare_link(page: Page, item: etree._Element) -> bool:
+    text = page.text.get(item, "")
+    return bool(text) and any(page.text.get(a) == text for a in item.iter("a"))
+
+
+def holder_of(page: Page, el: etree._Element, raw: str, numeric: bool) -> etree._Element:
+    """The innermost descendant that actually carries the value ("Price: <del>$25</del>" -> the del)."""
+    token = NUMBER_TOKEN.search(raw) if numeric else None
+    needle = token.group(0) if token else raw
+    cur = el
+    while True:
+        inner = [c for c in cur if isinstance(c.tag, str) and needle in page.text.get(c, "")]
+        if len(inner) != 1:
+            return cur
+        cur = inner[0]
+
+
+def decoy_reason(ctx: Context, el: etree._Element, raw: str = "") -> Flag | None:
+    """Why a candidate is a decoy: a context the old element did not share (crossed out, related, card)."""
+    flags = flags_of(ctx.after, el)
+    if raw and len(el):
+        flags = flags | flags_of(ctx.after, holder_of(ctx.after, el, raw, ctx.spec.numeric))
+    for flag in DECOY_FLAGS:
+        if flag in flags and flag not in ctx.target_flags:
+            return flag
+    return None
+
+
+def distractor_score(ctx: Context, cand: Candidate, struct: float) -> float:
+    """How much better the candidate matches a NON-target element of the old page with the same text."""
+    if cand.src != "text" or not ctx.targets:
+        return 0.0
+    worst = 0.0
+    scoring = ctx.policy.anchors
+    for other in ctx.before.by_text().get(cand.raw, ())[: scoring.distractor_twins]:
+        if any(on_one_branch(other, t) for t in (*ctx.target_elements, *ctx.alias_elements)):
+            continue
+        sim = similarity(cand.fp, fingerprint_of(ctx.before, other, "text"), ctx.policy.similarity)
+        worst = max(worst, sim - struct)
+    return max(0.0, worst - scoring.distractor_slack)
+
+
+def identity_conflict(ctx: Context, cand: Candidate) -> float:
+    """1.0 when the candidate carries a strong name (id, data-testid, itemprop) that on the last good page
+    belonged to another element than the field's; less for a class name; 0 otherwise. Wrappers holding the
+    same text count as the candidate (a data-testid on the inner div names the outer one's value too)."""
+    scoring = ctx.policy.anchors
+    known = ctx.target_identity
+    index = ctx.before.identity_index()
+    own = (*ctx.target_elements, *ctx.alias_elements)
+    names: set[str] = set()
+    for node in _slot_chain(ctx.after, cand):
+        names |= ctx.after.identity(node)
+    worst = 0.0
+    for token in names - known:
+        others = index.get(token)
+        # a name on many elements (a shared "stars" class) says what kind of thing, not which one
+        if not others or len(others) > scoring.identity_shared:
+            continue
+        if any(on_one_branch(o, t) for o in others for t in own):
+            continue
+        worst = max(worst, scoring.identity_class if token.startswith("c:") else 1.0)
+    return worst
+
+
+def _slot_chain(page: Page, cand: Candidate) -> list[etree._Element]:
+    """The slot's elements holding exactly the candidate's text, outermost wrapper down to the innermost."""
+    if cand.src != "text" or cand.slot is None:
+        return [cand.el]
+    text = page.text.get(cand.el)
+    chain = [cand.slot]
+    cur = cand.slot
+    while True:
+        inner = [c for c in cur if isinstance(c.tag, str) and page.text.get(c) == text]
+        if len(inner) != 1:
+            return chain
+        cur = inner[0]
+        chain.append(cur)

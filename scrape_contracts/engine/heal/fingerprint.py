@@ -1,0 +1,126 @@
+"""Element fingerprints: what an element is as a value source (tag, names, label, ancestors, siblings,
+position), and how alike two fingerprints are."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lxml import etree
+
+from scrape_contracts.engine.heal.labels import label_of, label_similarity
+from scrape_contracts.engine.heal.names import class_words, semantic_attrs, stable_id_of
+from scrape_contracts.engine.heal.policy import SimilarityWeights
+from scrape_contracts.engine.heal.vocabulary import (
+    SEMANTIC_TAGS,
+    TAG_FAMILY,
+    content_words,
+    jaccard,
+    weighted_jaccard,
+    words_of,
+)
+
+if TYPE_CHECKING:
+    from scrape_contracts.engine.heal.page import Page
+
+ARIA_NAME_CHARS = 30  # a longer aria-label is a sentence, not a name
+RARE_TAG_COUNT = 2  # an h1/time/address occurring at most this often identifies its element
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Fingerprint of one element as a value source."""
+
+    tag: str
+    family: str
+    src: str
+    id: str | None
+    classes: frozenset[str]
+    class_tokens: frozenset[str]
+    sem: frozenset[tuple[str, str]]
+    name_tokens: frozenset[str]  # words of id, classes and semantic attribute values
+    label: str
+    anc: Mapping[str, float]
+    sib: frozenset[str]
+    pos: float
+    tag_rare: bool = False  # an h1/time/address that occurs once or twice: matching it means a lot
+
+
+def fingerprint_of(page: Page, el: etree._Element, src: str) -> Fingerprint:
+    """The fingerprint of ``el`` read as ``src`` ("text" or "attr:<name>"), cached on the page."""
+    key = (el, src)
+    if key not in page.fingerprints:
+        page.fingerprints[key] = _fingerprint(page, el, src)
+    return page.fingerprints[key]
+
+def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
+    weights = page.policy.similarity
+    classes = frozenset(page.classes(el))
+    stable_id = stable_id_of(el)
+    sem = semantic_attrs(el)
+    names = " ".join(
+        [*classes, stable_id or "", *(v for a, v in sem if a != "aria-label" or len(v) < ARIA_NAME_CHARS)]
+    )
+    anc: dict[str, float] = {}
+    for depth, node in enumerate(el.iterancestors()):
+        if depth >= weights.ancestor_depth or node.tag == "html":
+            break
+        weight = 1.0 / (1.0 + weights.ancestor_decay * depth)
+        for token in page.node_tokens(node):
+            if anc.get(token, 0.0) < weight:
+                anc[token] = weight
+    sib: set[str] = set()
+    for other in (el.getprevious(), el.getnext()):
+        if other is not None and isinstance(other.tag, str):
+            sib.add(f"t:{other.tag}")
+            sib.update(f"c:{c}" for c in page.classes(other))
+            text = page.text.get(other, "")
+            if len(text) <= weights.sibling_text:
+                sib.update(f"w:{w}" for w in content_words(text))
+    label = label_of(page, el) if src == "text" else ""
+    return Fingerprint(
+        tag=el.tag,
+        family=TAG_FAMILY.get(el.tag, el.tag),
+        src=src,
+        id=stable_id,
+        classes=classes,
+        class_tokens=class_words(el.get("class") or ""),
+        sem=sem,
+        name_tokens=content_words(names),
+        label=label,
+        anc=anc,
+        sib=frozenset(sib),
+        pos=page.pos(el),
+        tag_rare=el.tag in SEMANTIC_TAGS and page.tag_count(el.tag) <= RARE_TAG_COUNT,
+    )
+
+
+def similarity(a: Fingerprint, b: Fingerprint, w: SimilarityWeights) -> float:
+    """Fingerprint similarity in [0, 1]; components absent on both sides do not count."""
+    num = den = 0.0
+
+    def add(weight: float, value: float) -> None:
+        nonlocal num, den
+        num += weight * value
+        den += weight
+
+    add(w.tag, 1.0 if a.tag == b.tag else w.same_family if a.family == b.family else 0.0)
+    if a.tag_rare or b.tag_rare:
+        add(w.rare_tag, 1.0 if a.tag == b.tag else 0.0)
+    # names count only when both sides have one: a hashed or missing name is unknown, not different;
+    # exact class names and class words weigh half each
+    if (a.classes or a.class_tokens) and (b.classes or b.class_tokens):
+        add(w.names, 0.5 * jaccard(a.classes, b.classes) + 0.5 * jaccard(a.class_tokens, b.class_tokens))
+    if a.id and b.id:
+        add(w.id, 1.0 if a.id == b.id else jaccard(frozenset(words_of(a.id)), frozenset(words_of(b.id))))
+    if a.sem and b.sem:
+        add(w.semantic_attrs, jaccard(a.sem, b.sem))
+    if a.label or b.label:
+        add(w.label, label_similarity(a.label, b.label, w.label_trigrams))
+    add(w.ancestors, weighted_jaccard(a.anc, b.anc))
+    if a.sib or b.sib:
+        add(w.siblings, jaccard(a.sib, b.sib))
+    add(w.position, max(0.0, 1.0 - w.position_slope * abs(a.pos - b.pos)))
+    add(w.source, 1.0 if a.src == b.src else 0.0)
+    return num / den if den else 0.0

@@ -1,0 +1,328 @@
+"""One parsed page for one heal call: its elements, their texts, and per-call caches.
+
+Every cache lives on the ``Page`` of one ``heal`` call, so concurrent calls share nothing mutable. The
+modules that read a page (labels, decoys, fingerprint, candidates) keep their caches here too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from lxml import etree
+
+from scrape_contracts.engine.extract import ValueParseError, base_of, parse_value
+from scrape_contracts.engine.heal.names import is_unstable_token, semantic_attrs, stable_id_of
+from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
+from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec
+from scrape_contracts.engine.heal.vocabulary import (
+    NON_CONTENT,
+    NOT_CANDIDATE,
+    STOP,
+    STRONG_ANCHOR_ATTRS,
+    UTILITY_CLASS,
+    VALUE_ATTRS,
+    words_of,
+)
+from scrape_contracts.engine.limits import DEFAULT_LIMITS, LimitExceeded, Limits
+from scrape_contracts.engine.select import (
+    SelectorBudget,
+    SelectorError,
+    is_xpath,
+    normalise_space,
+    parse_html,
+    select,
+)
+
+if TYPE_CHECKING:
+    from scrape_contracts.engine.heal.fingerprint import Fingerprint
+
+# the value source at the end of a selector: ::text / ::attr(name) in CSS, /text() / /@name in XPath
+CSS_SOURCE = re.compile(r"::(text|attr\(\s*([^)\s]+)\s*\))\s*$")
+XPATH_SOURCE = re.compile(r"/(text\(\)|@([\w:.-]+))\s*$")
+# page-sized texts are never values or labels: not worth re-normalising at every ancestor
+LONG_TEXT = 4000
+
+
+class Deadline:
+    """The time one heal call may take; checked where the work grows with the page (each text parsed, each
+    selector tried), so a page that would take minutes is refused after ``seconds``."""
+
+    def __init__(self, clock: Callable[[], float], seconds: float) -> None:
+        self.clock = clock
+        self.seconds = seconds
+        self.at = clock() + seconds
+
+    def check(self) -> None:
+        if self.clock() > self.at:
+            raise LimitExceeded("heal_timeout_s", self.seconds, "the heal took too long")
+
+
+class Page:
+    """One parsed page plus lazily computed, per-call caches (never shared between calls)."""
+
+    def __init__(self, html: str, limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None,
+                 policy: HealPolicy = DEFAULT_POLICY, url: str | None = None) -> None:
+        self.sel = parse_html(html)
+        self.limits = limits
+        self.policy = policy
+        self.base_url = base_of(self.sel, url)  # what url fields' relative links resolve against
+        self.deadline = deadline or Deadline(time.monotonic, limits.heal_timeout_s)
+        self.budget = SelectorBudget(self.sel, limits.selector_max_cost)
+        root = self.sel.root
+        elements = int(root.xpath("count(//*)"))
+        if elements > limits.heal_max_elements:
+            # every cache below is per element: refuse before building them (219 s at 200,000 elements)
+            raise LimitExceeded("heal_max_elements", limits.heal_max_elements,
+                                f"the page has {elements:,} elements, too many to heal")
+        self.elements: list[etree._Element] = [e for e in root.iter() if isinstance(e.tag, str)]
+        self.index = {el: i for i, el in enumerate(self.elements)}
+        self.text = self._texts()
+        self.hidden = self._hidden()
+        # caches of the modules that read the page (labels, decoys, fingerprint, candidates)
+        self.fingerprints: dict[tuple[etree._Element, str], Fingerprint] = {}
+        self.labels: dict[etree._Element, str] = {}
+        self.flags: dict[etree._Element, frozenset[str]] = {}
+        self.cards: dict[etree._Element, bool] = {}
+        self.lookalikes: dict[etree._Element, dict[tuple[str, frozenset[str]], int]] = {}
+        self.bare_links: dict[etree._Element, int] = {}
+        self.scan_cache: dict[tuple, list[tuple[etree._Element, str, str, Any]]] = {}
+        self._sites: list[tuple[etree._Element, str, str]] | None = None
+        self.shape_cache: dict[tuple, bool] = {}
+        self._classes: dict[etree._Element, tuple[str, ...]] = {}
+        self._unstable: dict[str, bool] = {}
+        self._node_tokens: dict[etree._Element, tuple[str, ...]] = {}
+        self._context_words: dict[etree._Element, frozenset[str]] = {}
+        self._parsed: dict[tuple, Any] = {}
+        self._tag_counts: dict[str, int] | None = None
+        self._identity_index: dict[str, list[etree._Element]] | None = None
+        self._by_text: dict[str, list[etree._Element]] | None = None
+        self._jsonld: list[tuple[frozenset[str], Any, bool]] | None = None
+
+    def _texts(self) -> dict[etree._Element, str]:
+        # same rule as select.node_text, bottom-up so each element is visited once
+        out: dict[etree._Element, str] = {}
+        for el in reversed(self.elements):
+            if el.tag in NON_CONTENT:
+                out[el] = ""
+                continue
+            parts = [el.text or ""]
+            for child in el:
+                if isinstance(child.tag, str):
+                    parts.append(out.get(child, ""))
+                parts.append(child.tail or "")
+            joined = " ".join(parts)
+            out[el] = normalise_space(joined) if len(joined) <= LONG_TEXT else joined
+        return out
+
+    def _hidden(self) -> set[etree._Element]:
+        hidden: set[etree._Element] = set()
+        for el in self.elements:
+            parent = el.getparent()
+            if parent is not None and parent in hidden or el.tag in NON_CONTENT:
+                hidden.add(el)
+        return hidden
+
+    def classes(self, el: etree._Element) -> tuple[str, ...]:
+        """Stable class names of ``el`` (generated ones dropped)."""
+        cached = self._classes.get(el)
+        if cached is None:
+            out = []
+            for cls in (el.get("class") or "").split():
+                unstable = self._unstable.get(cls)
+                if unstable is None:
+                    unstable = self._unstable[cls] = is_unstable_token(cls)
+                if not unstable:
+                    out.append(cls)
+            cached = self._classes[el] = tuple(out)
+        return cached
+
+    def node_tokens(self, el: etree._Element) -> tuple[str, ...]:
+        """What an ancestor contributes to a descendant's context: tag, stable classes/id, semantics."""
+        cached = self._node_tokens.get(el)
+        if cached is None:
+            classes = self.classes(el)
+            tokens = [
+                f"t:{el.tag}",
+                *(f"c:{c}" for c in classes),
+                *(f"w:{w}" for c in classes for w in words_of(c) if w not in STOP),
+            ]
+            node_id = stable_id_of(el)
+            if node_id:
+                tokens += [f"i:{node_id}", *(f"w:{w}" for w in words_of(node_id) if w not in STOP)]
+            tokens += [f"a:{a}={v}" for a, v in semantic_attrs(el) if a != "aria-label"]
+            if el.get("itemscope") is not None:
+                tokens.append(f"s:{(el.get('itemtype') or '').rsplit('/', 1)[-1]}")
+            cached = self._node_tokens[el] = tuple(tokens)
+        return cached
+
+    def context_words(self, el: etree._Element) -> frozenset[str]:
+        """Words of the naming attributes of one element, for decoy/section keywords."""
+        cached = self._context_words.get(el)
+        if cached is None:
+            text = " ".join(
+                [el.get("class") or "", el.get("id") or ""]
+                + [v for a, v in el.attrib.items() if a.startswith("data-") or a in ("aria-label", "role")]
+            )
+            cached = self._context_words[el] = frozenset(words_of(text)) if text.strip() else frozenset()
+        return cached
+
+    def tag_count(self, tag: str) -> int:
+        if self._tag_counts is None:
+            counts: dict[str, int] = {}
+            for el in self.elements:
+                counts[el.tag] = counts.get(el.tag, 0) + 1
+            self._tag_counts = counts
+        return self._tag_counts.get(tag, 0)
+
+    def identity(self, el: etree._Element) -> frozenset[str]:
+        """Names that say which element this is within one snapshot: id, classes, naming attributes.
+        Generated names count here (they are stable between two fetches of one build); utility classes
+        (text-lg, mt-2) do not, they are shared by unrelated elements."""
+        tokens = {f"c:{c}" for c in (el.get("class") or "").split() if not UTILITY_CLASS.match(c)}
+        if el.get("id"):
+            tokens.add(f"i:{el.get('id').strip()}")
+        tokens |= {f"a:{a}={v}" for a, v in semantic_attrs(el) if a in STRONG_ANCHOR_ATTRS}
+        return frozenset(tokens)
+
+    def identity_index(self) -> dict[str, list[etree._Element]]:
+        if self._identity_index is None:
+            index: dict[str, list[etree._Element]] = {}
+            for el in self.elements:
+                if el not in self.hidden or el.tag == "meta":
+                    for token in self.identity(el):
+                        index.setdefault(token, []).append(el)
+            self._identity_index = index
+        return self._identity_index
+
+    def pos(self, el: etree._Element) -> float:
+        return self.index.get(el, 0) / max(1, len(self.elements))
+
+    def by_text(self) -> dict[str, list[etree._Element]]:
+        if self._by_text is None:
+            index: dict[str, list[etree._Element]] = {}
+            for el in self.elements:
+                text = self.text[el]
+                if text and len(text) <= self.policy.max_string_text and el not in self.hidden:
+                    index.setdefault(text, []).append(el)
+            self._by_text = index
+        return self._by_text
+
+    def parse(self, spec: HealSpec, raw: str) -> Any:
+        """``spec.parse(raw)`` memoised per page (price parsing dominates on big pages), or UNPARSEABLE."""
+        self.deadline.check()
+        if spec.numeric and spec.pattern is None and not spec.normalise:
+            # number and price parse identically, integer adds a whole-number check: parse each text once
+            number = self._parse_key(raw, "number", None, ())
+            if spec.type != "integer" or number is UNPARSEABLE:
+                return number
+            return int(number) if float(number).is_integer() else UNPARSEABLE
+        return self._parse_key(raw, spec.type, spec.pattern, spec.normalise)
+
+    def _parse_key(self, raw: str, ftype: str, pattern: str | None, normalise: tuple[str, ...]) -> Any:
+        key = (raw, ftype, pattern, normalise)
+        if key not in self._parsed:
+            try:
+                self._parsed[key] = parse_value(raw, ftype, pattern, normalise, limits=self.limits,
+                                                base_url=self.base_url)
+            except ValueParseError:
+                self._parsed[key] = UNPARSEABLE
+        return self._parsed[key]
+
+    def sites(self) -> list[tuple[etree._Element, str, str]]:
+        """(element, source, raw text) of every visible text and value attribute that could hold a value."""
+        if self._sites is None:
+            out: list[tuple[etree._Element, str, str]] = []
+            limit = self.policy.max_site_text
+            for el in self.elements:
+                if el in self.hidden and el.tag != "meta":
+                    continue
+                if el.tag not in NOT_CANDIDATE and el.tag != "meta":
+                    text = self.text.get(el, "")
+                    if text and len(text) <= limit:
+                        out.append((el, "text", text))
+                for attr in VALUE_ATTRS:
+                    value = el.get(attr)
+                    if value and (attr != "content" or el.tag == "meta" or el.get("itemprop")):
+                        out.append((el, f"attr:{attr}", normalise_space(value)))
+            self._sites = out
+        return self._sites
+
+    def raw_value(self, el: etree._Element, src: str) -> str:
+        if src == "text":
+            return self.text.get(el, "")
+        return normalise_space(el.get(src[5:], ""))
+
+    def jsonld(self) -> list[tuple[frozenset[str], Any, bool]]:
+        """(key words, scalar, inside a related/list branch) for every JSON-LD scalar on the page."""
+        if self._jsonld is None:
+            out: list[tuple[frozenset[str], Any, bool]] = []
+            for script in self.sel.root.xpath('//script[contains(@type, "ld+json")]'):
+                raw = (script.text or "").strip()
+                raw = re.sub(r"^\s*(<!--|//<!\[CDATA\[)|(-->|//\]\]>)\s*$", "", raw)
+                try:
+                    doc = json.loads(raw)
+                except (ValueError, RecursionError):  # deeper than json will nest: no evidence
+                    continue
+                _walk_jsonld(doc, (), False, out)
+            self._jsonld = out
+        return self._jsonld
+
+
+RELATED_JSONLD_KEYS = frozenset(
+    "isRelatedTo isSimilarTo relatedLink itemListElement isAccessoryOrSparePartFor recommendations "
+    "hasPart".split()
+)
+
+
+def _walk_jsonld(node: Any, path: tuple[str, ...], related: bool, out: list) -> None:
+    """Leaves of a JSON-LD document in order, with the last keys above them (a loop: JSON nests deep)."""
+    stack: list[tuple[Any, tuple[str, ...], bool]] = [(node, path, related)]
+    while stack:
+        node, path, related = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((value, (*path[-2:], key), related or key in RELATED_JSONLD_KEYS)
+                         for key, value in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend((item, path, related) for item in reversed(node))
+        elif node is not None:
+            if path and path[-1].startswith("@") and path[-1] != "@value":
+                continue
+            out.append((frozenset(w for k in path for w in words_of(k)), node, related))
+
+
+def on_one_branch(a: etree._Element, b: etree._Element) -> bool:
+    """``a`` is ``b``, or one contains the other."""
+    if a is b:
+        return True
+    return any(x is b for x in a.iterancestors()) or any(x is a for x in b.iterancestors())
+
+
+def split_selector(selector: str) -> tuple[str, str]:
+    """(element selector, value source): source is "text" or "attr:<name>"."""
+    selector = selector.strip()
+    if is_xpath(selector):
+        match = XPATH_SOURCE.search(selector)
+    else:
+        match = CSS_SOURCE.search(selector)
+    if not match:
+        return selector, "text"
+    element = selector[: match.start()].rstrip() or "*"
+    return element, f"attr:{match.group(2)}" if match.group(2) else "text"
+
+
+def select_elements(page: Page, selector: str, *, own: bool = False) -> list[etree._Element]:
+    """Elements ``selector`` matches; a selector over the cost limit raises for the contract's ``own``
+    selector (the field is refused, naming the limit) and matches nothing for one the healer made up."""
+    try:
+        nodes = select(page.sel, selector, page.budget)
+    except (SelectorError, ValueError, etree.XPathError):
+        return []
+    except LimitExceeded:
+        if own:
+            raise
+        return []
+    return [n.root for n in nodes if isinstance(getattr(n.root, "tag", None), str)]

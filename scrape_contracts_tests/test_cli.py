@@ -91,6 +91,9 @@ def test_readme_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             from scrape_contracts.adapters.migrations import HEAD
 
             assert f"schema revision {HEAD} (head)" in out and f"already at schema revision {HEAD} (head)" in out
+        if block.has("scrape-contracts deliveries replay"):
+            # the demo's contracts have no activations: nothing was sent, nothing is dead
+            assert "no deliveries with status dead" in out and "nothing to replay" in out
         if block.has("targets add jobs"):
             assert "jobs.example.com_jobs_103.html" in out
         if block.has("examples/downstream.py"):

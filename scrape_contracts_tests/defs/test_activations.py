@@ -135,3 +135,29 @@ def test_retries_are_recorded_and_a_dead_delivery_fails_the_run_until_replayed(
     assert verify(SECRET, last.headers, last.body) == dead[0].message_id
     assert last.json()["kind"] == "quarantined" and "review" in last.json()["summary"]
     assert harness.store.outbox().deliveries(status=DeliveryState.DEAD) == []
+
+
+def test_the_readmes_receiver_sample_verifies_a_real_delivery(receiver: Receiver) -> None:
+    """The README's receiver code, run as written against a request our webhook destination sent."""
+    import re
+    from pathlib import Path
+
+    import httpx
+
+    from scrape_contracts.adapters.destinations import OutgoingEvent, deliver, request_for
+    from scrape_contracts.adapters.destinations.config import parse_destinations
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"<!-- receiver-sample[^>]*-->\n```python\n(.*?)```", readme, re.S).group(1)
+    namespace: dict[str, Any] = {}
+    exec(block, namespace)  # noqa: S102 (the README's own sample)
+    hook = parse_destinations({"destinations": {"hook": {"type": "webhook", "url": receiver.url,
+                                                         "secret": "${HOOK_SECRET}"}}})["hook"]
+    event = OutgoingEvent(id=event_id("shop", "p1", 2, "activation:price_drop"), kind="activation:price_drop",
+                          contract="shop", target="p1", summary="price_drop")
+    with httpx.Client() as client:
+        deliver(request_for(hook, event), client)
+    got = receiver.received[0]
+    assert namespace["verify"](SECRET, got.headers, got.body) == event.id
+    with pytest.raises(ValueError, match="bad signature"):
+        namespace["verify"](SECRET, got.headers, got.body + b" ")

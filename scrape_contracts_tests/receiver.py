@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +30,7 @@ class Receiver:
 
     def __init__(self) -> None:
         self.received: list[Received] = []
+        self.hold_seconds = 0.0  # wait this long before answering (a slow receiver; a sender killed meanwhile)
         self._script: deque[tuple[int, dict[str, str]]] = deque()
         self._lock = threading.Lock()
         receiver = self
@@ -43,6 +45,9 @@ class Receiver:
                                                       body))
                     status, headers = receiver._script.popleft() if receiver._script else (200, {})
                 answer = b'{"ok": true}' if status < 300 else b'{"ok": false}'
+                deadline = time.monotonic() + receiver.hold_seconds
+                while time.monotonic() < deadline and receiver.hold_seconds:
+                    time.sleep(0.05)
                 self.send_response(status)
                 for name, value in {"Content-Type": "application/json", **headers}.items():
                     self.send_header(name, value)

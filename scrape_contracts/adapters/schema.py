@@ -56,6 +56,8 @@ class OutboxKind(TextEnum):
     REJECTED_BY_REVIEW = "rejected_by_review"
     PAUSED = "paused"  # by a person, a review or the healer's budget
     HEALED = "healed"  # a new selector version
+    FAILED = "failed"  # a scrape of the target failed (fetch) or was rejected; data: streak
+    RECOVERED = "recovered"  # accepted or unchanged again after failures; data: the streak it ended
 
 
 class DeliveryState(TextEnum):
@@ -149,6 +151,9 @@ partition_state = sa.Table(
     sa.Column("paused", sa.Boolean, nullable=False, default=False),
     sa.Column("pause_reason", sa.Text),
     sa.Column("heal_attempts", sa.Integer, nullable=False, default=0),
+    # consecutive failed or rejected scrapes, and all of them ever (the id of each failure's outbox event)
+    sa.Column("failure_streak", sa.Integer, nullable=False, default=0, server_default="0"),
+    sa.Column("failure_count", sa.Integer, nullable=False, default=0, server_default="0"),
     sa.Column("etag", sa.Text),
     sa.Column("last_modified", sa.Text),
     sa.Column("last_page_sha256", sa.String(64)),

@@ -175,6 +175,7 @@ class PartitionState:
     etag: str | None = None
     last_modified: str | None = None
     last_page_sha256: str | None = None
+    failure_streak: int = 0  # consecutive failed or rejected scrapes
 
 
 @dataclass(frozen=True)
@@ -463,6 +464,10 @@ class ProjectStore:
             conn.execute(_state_update(("etag", "last_modified")), [{
                 "c": i.contract, "p": i.partition, "etag": i.validators.get("etag"),
                 "last_modified": i.validators.get("last_modified"), "updated_at": now} for i in retagged])
+        _count_streaks(conn, failed=[(i.contract, i.partition, i.reason or "rejected") for i in items
+                                     if i.action == CandidateAction.REJECT],
+                       succeeded=[(i.contract, i.partition) for i in items
+                                  if i.action in (CandidateAction.ACCEPT, CandidateAction.UNCHANGED)])
         recorded = []
         for cid, item in zip(ids, items, strict=True):
             if item.action == CandidateAction.QUARANTINE:
@@ -595,6 +600,7 @@ class ProjectStore:
         except IntegrityError as exc:
             raise AlreadyAccepted(f"candidate {candidate_id} raced with another accept: {exc.orig}") from None
         _set_status(conn, candidate_id, CandidateStatus.ACCEPTED)
+        _count_streaks(conn, failed=[], succeeded=[(cand.contract, cand.partition)])
         _outbox.write(conn, OutboxKind.ACCEPTED, [(cand.contract, cand.partition, version, {
             "candidate_id": cand.id, "previous_version": newest or None, "source": AcceptSource(source).value,
             "reviewer": reviewer, "reason": reason, "run_id": run_id})])
@@ -868,6 +874,14 @@ class ProjectStore:
                                                                                   "cause": cause})])
         return self.state(contract, partition)
 
+    def record_failures(self, contract: str, failures: Sequence[tuple[str, str]]) -> None:
+        """Scrapes that failed before a candidate existed (the fetch): each lengthens its target's streak."""
+        if not failures:
+            return
+        with self._tx() as conn:
+            self._lock_partitions(conn, {(contract, p) for p, _ in failures})
+            _count_streaks(conn, failed=[(contract, p, reason) for p, reason in failures], succeeded=[])
+
     def outbox(self) -> _outbox.Outbox:
         return _outbox.Outbox(self.engine)
 
@@ -949,9 +963,48 @@ def _update_state(conn: Connection, contract: str, partition: str, **values: Any
     ).values(updated_at=_now(), **values))
 
 
+def _count_streaks(conn: Connection, *, failed: Sequence[tuple[str, str, str]],
+                   succeeded: Sequence[tuple[str, str]]) -> None:
+    """Failure streaks and their outbox events, in the caller's transaction (partition states exist).
+
+    A failure lengthens its target's streak (event ``failed``, numbered by the target's failures ever); a
+    success after failures ends it (event ``recovered``). ``on: failing`` alerts when a streak reaches its
+    rule's ``failing_after``, once, and ``recovered`` follows only such a streak (service/activations.py).
+    """
+    keys = {(c, p) for c, p, _ in failed} | set(succeeded)
+    if not keys:
+        return
+    current: dict[tuple[str, str], tuple[int, int]] = {}
+    for contract in {c for c, _ in keys}:
+        rows = conn.execute(sa.select(partition_state.c.partition, partition_state.c.failure_streak,
+                                      partition_state.c.failure_count).where(
+            partition_state.c.contract == contract,
+            partition_state.c.partition.in_(sorted(p for c, p in keys if c == contract)))).all()
+        current.update({(contract, r.partition): (r.failure_streak or 0, r.failure_count or 0) for r in rows})
+    events: dict[OutboxKind, list[tuple[str, str, int, dict[str, Any]]]] = {OutboxKind.FAILED: [],
+                                                                          OutboxKind.RECOVERED: []}
+    changed: dict[tuple[str, str], tuple[int, int]] = {}
+    for contract, partition in succeeded:
+        streak, count = changed.get((contract, partition), current.get((contract, partition), (0, 0)))
+        if streak:
+            events[OutboxKind.RECOVERED].append((contract, partition, count, {"ended_streak": streak}))
+            changed[(contract, partition)] = (0, count)
+    for contract, partition, reason in failed:
+        streak, count = changed.get((contract, partition), current.get((contract, partition), (0, 0)))
+        changed[(contract, partition)] = (streak + 1, count + 1)
+        events[OutboxKind.FAILED].append((contract, partition, count + 1, {"streak": streak + 1,
+                                                                           "reason": reason[:500]}))
+    if changed:
+        conn.execute(_state_update(("failure_streak", "failure_count")), [
+            {"c": c, "p": p, "failure_streak": streak, "failure_count": count, "updated_at": _now()}
+            for (c, p), (streak, count) in changed.items()])
+    for kind, items in events.items():
+        _outbox.write(conn, kind, items)
+
+
 def _state(row: Any) -> PartitionState:
     return PartitionState(row.contract, row.partition, bool(row.paused), row.pause_reason, row.heal_attempts,
-                          row.etag, row.last_modified, row.last_page_sha256)
+                          row.etag, row.last_modified, row.last_page_sha256, row.failure_streak)
 
 
 def _candidate(row: Any) -> Candidate:

@@ -114,6 +114,7 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
             if exc.transient and context.retry_number < FETCH_RETRY_POLICY.max_retries:
                 raise TransientFetchError(str(exc)) from None
             # last attempt (or not worth retrying): fail with the real reason, not "exceeded max_retries"
+            project_store.record_failures(name, [(partition, str(exc))])
             raise dg.Failure(description=str(exc), allow_retries=False, metadata={
                 "url": redact_url(url), "kind": exc.kind, "transient": exc.transient}) from None
         finally:

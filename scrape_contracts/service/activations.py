@@ -24,7 +24,7 @@ from scrape_contracts.adapters.destinations import (
 from scrape_contracts.adapters.outbox import Delivery, OutboxRow, event_id
 from scrape_contracts.adapters.schema import DeliveryState, OutboxKind
 from scrape_contracts.adapters.store import ProjectStore
-from scrape_contracts.contract.activations import Operational
+from scrape_contracts.contract.activations import Activation, Operational
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.activations import fired_rules
 
@@ -52,8 +52,13 @@ def asset_link(contract: str, partition: str) -> str:
     return f"{settings.dagster_ui_url()}/assets/scrape/{quote(contract)}?view=partitions&partition={quote(partition)}"
 
 
-def _operational(row: OutboxRow) -> tuple[Operational, ...]:
-    """The operational kinds an outbox row stands for (the ``on:`` values that route it)."""
+def _operational(row: OutboxRow, rule: Activation) -> tuple[Operational, ...]:
+    """The operational kinds an outbox row stands for under ``rule`` (the ``on:`` values that route it)."""
+    if row.kind == OutboxKind.FAILED:
+        # one alert per streak: when it reaches the rule's length, not at every failure after that
+        return (Operational.FAILING,) if row.data.get("streak") == rule.failing_after else ()
+    if row.kind == OutboxKind.RECOVERED:
+        return (Operational.RECOVERED,) if (row.data.get("ended_streak") or 0) >= rule.failing_after else ()
     if row.kind == OutboxKind.QUARANTINED:
         return (Operational.QUARANTINED,)
     if row.kind == OutboxKind.PAUSED:
@@ -69,6 +74,10 @@ def _summary(row: OutboxRow) -> str:
                 f"{row.contract} {row.partition} --reviewer ... --reason ...)")
     if row.kind == OutboxKind.PAUSED:
         return f"paused: {row.data.get('reason')}"
+    if row.kind == OutboxKind.FAILED:
+        return f"failing: {row.data.get('streak')} scrapes in a row failed or were rejected; last: {row.data.get('reason')}"
+    if row.kind == OutboxKind.RECOVERED:
+        return f"recovered after {row.data.get('ended_streak')} failed or rejected scrapes"
     return f"{row.kind.value}"
 
 
@@ -94,16 +103,16 @@ def messages_for(row: OutboxRow, loaded: LoadedContract | None, store: ProjectSt
                                   for k in sorted(set(old.record) | set(new.record))
                                   if old.record.get(k) != new.record.get(k)))
                 found += [Message(row.id, fired.rule, d, event) for d in fired.destinations]
-    kinds = _operational(row)
     for rule in contract.activations:
-        matched = [k for k in kinds if rule.on and k in rule.on]
+        matched = [k for k in _operational(row, rule) if rule.on and k in rule.on]
         if not matched:
             continue
         kind = matched[0].value
         event = OutgoingEvent(
             id=event_id(row.contract, row.partition, row.version, kind), kind=kind, contract=row.contract,
             target=row.partition, version=row.version, rule=rule.name, summary=_summary(row),
-            reasons=(str(row.data.get("reason") or ""),), link=link, occurred_at=row.created_at.timestamp())
+            reasons=tuple(str(r) for r in (row.data.get("reason"),) if r), link=link,
+            occurred_at=row.created_at.timestamp())
         found += [Message(row.id, rule.name, d, event) for d in rule.notify]
     return found
 

@@ -362,6 +362,8 @@ class BatchRunner:
     def _commit(self, items: list[_Item]) -> list[TargetOutcome]:
         results = [i.result for i in items if isinstance(i.result, ScrapeResult)]
         recorded = iter(gate.record_results(self.store, results, self.run_id, self.loaded) if results else [])
+        self.store.record_failures(self.contract.name, [(i.target.partition, i.failure.message)
+                                                        for i in items if i.failure is not None])
         outcomes = []
         for item in items:
             if isinstance(item.result, ScrapeResult):

@@ -161,3 +161,41 @@ def test_the_readmes_receiver_sample_verifies_a_real_delivery(receiver: Receiver
     assert namespace["verify"](SECRET, got.headers, got.body) == event.id
     with pytest.raises(ValueError, match="bad signature"):
         namespace["verify"](SECRET, got.headers, got.body + b" ")
+
+
+def test_three_failures_in_a_row_alert_once_and_a_success_sends_the_recovery(
+        harness: Harness, site: Any, receiver: Receiver) -> None:
+    site.set_page("/p/1", product_page("Kettle", "K-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")}, extra="""
+activations:
+  - name: canary
+    on: [failing, recovered]
+    failing_after: 3
+    notify: [hook]
+""")
+    harness.write("destinations.yaml", f"""
+        destinations:
+          hook: {{type: webhook, url: "{receiver.url}/hook", secret: "${{HOOK_SECRET}}"}}
+        """)
+    defs = harness.definitions()
+    assert harness.run("shop", "p1", defs).success
+    site.set_page("/p/1", "gone", status=404)
+    cursor = None
+    sent: list[int] = []
+    for _ in range(4):
+        assert not harness.run("shop", "p1", defs).success
+        tick = _tick(harness, defs, cursor)
+        cursor = tick.cursor or cursor
+        for request in tick.run_requests or []:
+            assert _deliver(harness, defs, request).success
+        sent.append(len(receiver.received))
+    assert sent == [0, 0, 1, 1]  # the third failure alerts; the fourth does not again
+    assert harness.store.state("shop", "p1").failure_streak == 4
+    site.set_page("/p/1", product_page("Kettle", "K-1", "$100.00"))
+    assert harness.run("shop", "p1", defs).success
+    for request in _tick(harness, defs, cursor).run_requests or []:
+        assert _deliver(harness, defs, request).success
+    kinds = [r.json()["kind"] for r in receiver.received]
+    assert kinds == ["failing", "recovered"]
+    assert "3 scrapes in a row" in receiver.received[0].json()["summary"]
+    assert harness.store.state("shop", "p1").failure_streak == 0

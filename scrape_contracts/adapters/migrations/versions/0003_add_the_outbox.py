@@ -19,7 +19,7 @@ def upgrade() -> None:
     op.create_table('sc_outbox',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
     sa.Column('event_id', sa.String(length=36), nullable=False),
-    sa.Column('kind', sa.Enum('accepted', 'quarantined', 'rejected_by_review', 'paused', 'healed', name='ck_sc_outbox_kind', native_enum=False, create_constraint=True, length=32), nullable=False),
+    sa.Column('kind', sa.Enum('accepted', 'quarantined', 'rejected_by_review', 'paused', 'healed', 'failed', 'recovered', name='ck_sc_outbox_kind', native_enum=False, create_constraint=True, length=32), nullable=False),
     sa.Column('contract', sa.String(length=128), nullable=False),
     sa.Column('partition', sa.String(length=256), nullable=False),
     sa.Column('version', sa.Integer(), nullable=True),

@@ -186,7 +186,9 @@ def test_fixed_selector_takes_effect_on_an_unchanged_page(sqlite_harness: Harnes
 
 @pytest.mark.parametrize("path", ["single", "batch"])
 def test_a_heal_outlives_an_edit_only_where_the_contract_selector_did_not_change(
-        sqlite_harness: Harness, site, monkeypatch, path: str) -> None:
+        sqlite_harness: Harness, site, monkeypatch, capsys, path: str) -> None:
+    from scrape_contracts.cli import main
+
     harness = sqlite_harness
     monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "0")
     site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
@@ -219,3 +221,7 @@ def test_a_heal_outlives_an_edit_only_where_the_contract_selector_did_not_change
     assert harness.store.state("shop", "p1").heal_attempts == 0
     trail = read_trail(harness.instance, "shop", partition="p1", limit=1000)[0]
     assert not [e for e in trail if e.run_id == run_id and e.stage in ("healing", "healing_refused")]
+    assert main(["--contracts-dir", str(harness.contracts_dir), "selectors", "shop"]) == 0
+    shown = capsys.readouterr().out.split("v3 ")[1]
+    assert "sku: 'p > span' (the contract's; healed" in shown and "dropped" in shown
+    assert shown.count("kept: the contract's selector for it did not change") == 2

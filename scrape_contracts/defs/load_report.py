@@ -120,7 +120,7 @@ def _asset_description(result: LoadResult) -> str:
 
 
 def _first(result: LoadResult) -> LoadResult:
-    return LoadResult(result.contracts, result.errors[:_SHOWN], result.directory)
+    return LoadResult(contracts=result.contracts, errors=result.errors[:_SHOWN], directory=result.directory)
 
 
 def _check_description(result: LoadResult) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -15,6 +16,11 @@ from scrape_contracts.defs.jobs import build_scrape_job
 from scrape_contracts.defs.resources import default_resources
 
 log = logging.getLogger("scrape_contracts")
+# Definitions copies every sensor that targets a job (activation_sensor, contracts_load_sensor) passing
+# owners=[], and dagster 1.13 warns that the owners parameter is in beta although we set none: on stderr,
+# that notice would be the first line of every CLI error
+warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition.__init__`",
+                        category=dg.BetaWarning)
 
 
 def contract_partitions(contract: str, directory: Path | str | None = None) -> dg.PartitionsDefinition:

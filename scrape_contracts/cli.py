@@ -224,7 +224,12 @@ def cmd_selectors(args: argparse.Namespace) -> int:
         print(f"v{version.version} (parent v{version.parent_version or '-'}) {origin} at {version.created_at:%Y-%m-%d %H:%M}")
         for name, selector in version.selectors.items():
             change = version.changes.get(name)
-            if change:
+            if change and "kept" in change:
+                print(f"    {name}: {selector!r} (healed; kept: the contract's selector for it did not change)")
+            elif change and "dropped" in change:
+                print(f"    {name}: {selector!r} (the contract's; healed {change['dropped']!r} dropped: "
+                      "the contract's selector for it changed)")
+            elif change:
                 strategy = (change.get("evidence") or {}).get("strategy", "?")
                 print(f"    {name}: {change['old']!r} -> {selector!r} "
                       f"(confidence {change.get('confidence', 0):.2f}, {strategy})")

@@ -17,7 +17,9 @@ from scrape_contracts.defs.jobs import CONTRACT_TAG, TARGET_TAG
 def scrape_tags(run: dg.DagsterRun) -> dict[str, str]:
     """The contract (and target) tags a run of scrape assets should carry; none when it spans contracts."""
     keys = set(run.asset_selection or ()) | {c.asset_key for c in run.asset_check_selection or ()}
-    contracts = {k.path[1] for k in keys if len(k.path) >= 2 and k.path[0] == "scrape"}
+    # scrape/_contracts (defs/load_report.py) is no contract's: contract names start with a letter
+    contracts = {k.path[1] for k in keys
+                 if len(k.path) >= 2 and k.path[0] == "scrape" and k.path[1][:1].isalpha()}
     if len(contracts) != 1:
         return {}
     (contract,) = contracts

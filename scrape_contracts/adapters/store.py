@@ -763,16 +763,21 @@ class ProjectStore:
 
     # ---- selector versions ------------------------------------------------------------------------
     def current_selectors(self, contract: str, contract_selectors: dict[str, str]) -> SelectorVersion:
-        """The selector set in force; version 1 is the YAML. An edited YAML starts a new line of versions."""
+        """The selector set in force; version 1 is the YAML. An edited YAML starts a new line of versions.
+
+        A healed selector outlives a contract edit only when the contract's selector of its field did not
+        change: the user who rewrites a selector means that one, the fields they left alone keep their heal.
+        """
         for _ in range(5):
             latest = self._latest_selectors(contract)
             if latest is not None and latest.contract_selectors == contract_selectors:
                 return latest
+            selectors, changes = carried_over(latest, contract_selectors)
             try:
                 return self.add_selector_version(
                     contract, parent_version=latest.version if latest else None,
-                    selectors=dict(contract_selectors), contract_selectors=dict(contract_selectors),
-                    source=SelectorSource.CONTRACT, changes={},
+                    selectors=selectors, contract_selectors=dict(contract_selectors),
+                    source=SelectorSource.CONTRACT, changes=changes,
                 )
             except SelectorConflict:
                 continue
@@ -1015,6 +1020,30 @@ def _candidate(row: Any) -> Candidate:
 def _accepted(row: Any) -> AcceptedVersion:
     return AcceptedVersion(row.contract, row.partition, row.version, row.record, row.url, row.candidate_id,
                            row.run_id, row.page_sha256, row.source, row.reviewer, row.reason, row.created_at)
+
+
+def carried_over(latest: SelectorVersion | None, contract_selectors: dict[str, str]
+                 ) -> tuple[dict[str, str], dict[str, Any]]:
+    """(selectors, changes) of the version an edited contract starts from ``latest``.
+
+    Each field keeps its healed selector when the contract's selector it was healed from is the one in the
+    edited YAML, and takes the YAML's otherwise; ``changes`` says which heals were kept and which dropped.
+    """
+    selectors = dict(contract_selectors)
+    changes: dict[str, Any] = {}
+    if latest is None:
+        return selectors, changes
+    for name, own in contract_selectors.items():
+        healed = latest.selectors.get(name)
+        if healed is None or healed == latest.contract_selectors.get(name):
+            continue  # not healed: nothing to keep or drop
+        if latest.contract_selectors.get(name) == own:
+            selectors[name] = healed
+            changes[name] = {"kept": healed, "contract_selector": own}
+        else:
+            changes[name] = {"dropped": healed, "old_contract_selector": latest.contract_selectors.get(name),
+                             "contract_selector": own}
+    return selectors, changes
 
 
 def _selector_version(row: Any) -> SelectorVersion:

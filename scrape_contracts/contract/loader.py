@@ -1,7 +1,8 @@
 """Load every contract in a directory; report each mistake with file, field and line.
 
-A broken contract never takes the code location down: ``load_contracts`` returns the valid contracts and
-a list of ``ContractError``s, and callers decide (Definitions log them; ``validate`` exits non-zero).
+A broken contract does not take the others down: ``load_contracts`` returns the valid contracts and a list
+of ``ContractError``s, and callers decide (Definitions show them in the UI and fail only when no contract
+loads, see ``defs/load_report.py``; ``validate`` exits non-zero).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class LoadedContract:
 class LoadResult:
     contracts: list[LoadedContract] = field(default_factory=list)
     errors: list[ContractError] = field(default_factory=list)
+    directory: Path | None = None  # the folder they were read from
 
     def by_name(self) -> dict[str, LoadedContract]:
         return {c.contract.name: c for c in self.contracts}
@@ -167,7 +169,7 @@ def _load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError
 def load_contracts(directory: Path | str | None = None) -> LoadResult:
     """Every ``*.yaml``/``*.yml`` in ``directory`` (default ``SCRAPE_CONTRACTS_DIR`` or ``contracts/``)."""
     root = Path(directory) if directory is not None else contracts_dir()
-    result = LoadResult()
+    result = LoadResult(directory=root)
     if not root.is_dir():
         result.errors.append(ContractError(str(root), "", "contracts directory does not exist "
                                            "(set SCRAPE_CONTRACTS_DIR to the folder holding your *.yaml contracts)"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -15,6 +16,11 @@ from scrape_contracts.defs.jobs import build_scrape_job
 from scrape_contracts.defs.resources import default_resources
 
 log = logging.getLogger("scrape_contracts")
+# Definitions copies every sensor that targets a job (activation_sensor, contracts_load_sensor) passing
+# owners=[], and dagster 1.13 warns that the owners parameter is in beta although we set none: on stderr,
+# that notice would be the first line of every CLI error
+warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition.__init__`",
+                        category=dg.BetaWarning)
 
 
 def contract_partitions(contract: str, directory: Path | str | None = None) -> dg.PartitionsDefinition:
@@ -31,15 +37,21 @@ def contract_partitions(contract: str, directory: Path | str | None = None) -> d
 
 def build_definitions(directory: Path | str | None = None, *, resources: dict | None = None,
                       loaded: LoadResult | None = None) -> dg.Definitions:
-    """Definitions for every valid contract; broken contracts are logged, never fatal."""
+    """Definitions for every valid contract, and ``scrape/_contracts`` naming each broken one.
+
+    Raises ``NoContractLoaded`` when no contract loads at all, so the code location shows as errored.
+    """
+    from scrape_contracts.defs.load_report import build_load_report, require_a_contract
     from scrape_contracts.defs.schedules import build_schedule
     from scrape_contracts.defs.sensors import build_sensors
 
     result = loaded or load_contracts(directory)
     for error in result.errors:
-        # shows in `dagster dev` output and the code location's logs; `scrape-contracts validate` lists them
+        # the UI shows them on scrape/_contracts (defs/load_report.py); the code server's log too
         log.error("contract not loaded: %s", error)
-    assets: list = []
+    require_a_contract(result)
+    report, report_sensor = build_load_report(result)
+    assets: list = [report]
     checks: list = []
     jobs: list = []
     schedules: list = []
@@ -52,6 +64,7 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
         if schedule is not None:
             schedules.append(schedule)
     sensors, extra_jobs = build_sensors(result)
+    sensors.append(report_sensor)
     return dg.Definitions(
         assets=assets, asset_checks=checks, jobs=jobs + extra_jobs, schedules=schedules, sensors=sensors,
         resources={**default_resources(), **(resources or {})},

@@ -88,6 +88,9 @@ def test_runs_spanning_contracts_or_other_assets_get_no_scrape_tags() -> None:
 
     assert scrape_tags(run(candidate_key("books"), accepted_key("jobs"))) == {}
     assert scrape_tags(run(dg.AssetKey("price_report"))) == {}
+    # scrape/_contracts reports on every contract: it belongs to none
+    assert scrape_tags(run(dg.AssetKey(["scrape", "_contracts"]))) == {}
+    assert scrape_tags(run(dg.AssetKey(["scrape", "_contracts"]), accepted_key("books"))) == {CONTRACT_TAG: "books"}
     assert scrape_tags(run(accepted_key("books"), dg.AssetKey("price_report"))) == {CONTRACT_TAG: "books"}
     assert scrape_tags(run(candidate_key("books"), **{"dagster/partition": "dune"})) == {
         CONTRACT_TAG: "books", TARGET_TAG: "books/dune"}

@@ -141,3 +141,87 @@ def test_reextract_reads_stored_pages_without_fetching(sqlite_harness: Harness, 
     assert harness.accepted("shop", "t19") == {"title": "B19", "price": 20.0}  # skipped, kept as it was
     trail = read_trail(harness.instance, "shop", partition="t19", limit=100)[0]
     assert any(e.run_id == result.run_id and "no stored page" in e.summary for e in trail)
+
+
+@pytest.mark.parametrize("path", ["single", "batch"])
+@pytest.mark.parametrize("unchanged", ["same_bytes", "not_modified"])
+def test_fixed_selector_takes_effect_on_an_unchanged_page(sqlite_harness: Harness, site, monkeypatch,
+                                                           path: str, unchanged: str) -> None:
+    from scrape_contracts_tests.fixture_site import Response
+
+    harness = sqlite_harness
+    monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "0")  # the batch's worker code, in a thread
+    body = product_page("Dune", "BK-1", "$100.00").encode()
+    answered_304: list[bool] = []
+
+    def page(request: Any) -> Response:
+        if unchanged == "not_modified" and request.headers.get("if-none-match") == '"v1"':
+            answered_304.append(True)
+            return Response(304, b"", {"ETag": '"v1"'})
+        return Response(200, body, {"ETag": '"v1"'} if unchanged == "not_modified" else {})
+
+    site.set_handler("/p/1", page)
+    contract = harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    # a slip: the whole paragraph ("SKU: BK-1") instead of the code inside it
+    contract.write_text(contract.read_text().replace('selector: "#sku"', 'selector: "p"'))
+
+    def scrape() -> str:
+        result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop")
+        assert result.success
+        return harness.store.latest_candidate("shop", "p1", run_id=result.run_id).outcome
+
+    assert scrape() == "valid"
+    assert harness.accepted("shop", "p1")["sku"] == "SKU: BK-1"
+    assert scrape() == "unchanged"  # the shortcut: the page is the one accepted
+    replies = len(answered_304)
+    contract.write_text(contract.read_text().replace('selector: "p"', 'selector: "#sku"'))
+    # the page is still the same (a 304, or the same bytes): the stored page is extracted with the fix
+    assert scrape() == "valid"
+    assert harness.accepted("shop", "p1") == {"title": "Dune", "sku": "BK-1", "price": 100.0}
+    if unchanged == "not_modified":
+        assert replies >= 1 and len(answered_304) == replies + 1  # the run fetched no new page
+    assert scrape() == "unchanged"  # and the shortcut holds again under the fixed contract
+    assert len(harness.store.accepted_history("shop", "p1")) == 2
+
+
+@pytest.mark.parametrize("path", ["single", "batch"])
+def test_a_heal_outlives_an_edit_only_where_the_contract_selector_did_not_change(
+        sqlite_harness: Harness, site, monkeypatch, capsys, path: str) -> None:
+    from scrape_contracts.cli import main
+
+    harness = sqlite_harness
+    monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "0")
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+    contract = harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+
+    def scrape() -> tuple[str, str]:
+        result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop")
+        assert result.success
+        return harness.store.latest_candidate("shop", "p1", run_id=result.run_id).outcome, result.run_id
+
+    assert scrape()[0] == "valid"
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$101.00", layout="renamed"))  # every id renamed
+    assert scrape()[0] == "healed"
+    healed = harness.store.selector_history("shop")[-1]
+    assert healed.version == 2 and set(healed.changes) == {"title", "sku", "price"}
+    # an edit that leaves every selector alone keeps every heal
+    contract.write_text(contract.read_text().replace("max_change_pct: 50", "max_change_pct: 60"))
+    assert scrape()[0] == "unchanged"
+    assert [v.version for v in harness.store.selector_history("shop")] == [1, 2]
+    # the user rewrites sku's selector for the new layout: that heal goes, the others stay
+    contract.write_text(contract.read_text().replace('selector: "#sku"', 'selector: "p > span"'))
+    outcome, run_id = scrape()
+    assert outcome == "unchanged"  # the same values, read without any heal
+    current = harness.store.selector_history("shop")[-1]
+    assert (current.version, current.source) == (3, "contract")
+    assert current.selectors == {"title": healed.selectors["title"], "sku": "p > span",
+                                 "price": healed.selectors["price"]}
+    assert current.changes["sku"]["dropped"] == healed.selectors["sku"]
+    assert harness.store.latest_candidate("shop", "p1", run_id=run_id).selector_version == 3
+    assert harness.store.state("shop", "p1").heal_attempts == 0
+    trail = read_trail(harness.instance, "shop", partition="p1", limit=1000)[0]
+    assert not [e for e in trail if e.run_id == run_id and e.stage in ("healing", "healing_refused")]
+    assert main(["--contracts-dir", str(harness.contracts_dir), "selectors", "shop"]) == 0
+    shown = capsys.readouterr().out.split("v3 ")[1]
+    assert "sku: 'p > span' (the contract's; healed" in shown and "dropped" in shown
+    assert shown.count("kept: the contract's selector for it did not change") == 2

@@ -344,15 +344,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     specs = _run_specs(loaded, keys, args)
     runs = launch.launch(instance, args.workspace, specs, report)
     if any(r.status == dg.DagsterRunStatus.QUEUED for r in runs) and not launch.daemon_running(instance):
-        print(_DAEMON_HINT)
+        print(_DAEMON_HINT + (f"; waiting up to {args.timeout:g}s for one" if args.wait else ""), flush=True)
     if not args.wait:
         return 0
-    finished = launch.wait(instance, [r.run_id for r in runs], on_stuck=lambda: print(_DAEMON_HINT))
+    try:
+        finished = launch.wait(instance, [r.run_id for r in runs], give_up_after=args.timeout)
+    except launch.NoDaemon as exc:
+        raise CliError(f"{exc}: start one with the same DAGSTER_HOME (`dagster-daemon run -w workspace.yaml`, "
+                       "or `scrape-contracts dev`), then run this command again to wait for the same runs "
+                       "(the idempotency key launches nothing twice)") from None
     return _print_summary(contract.name, finished)
 
 
 _DAEMON_HINT = ("note: runs are queued and no dagster-daemon is running to start them: run `dagster-daemon run` "
-                "(or `dagster dev`) with the same DAGSTER_HOME")
+                "(or `scrape-contracts dev`) with the same DAGSTER_HOME")
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
 
 
 def _print_summary(contract: str, runs: list) -> int:
@@ -520,6 +535,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fetch every page again without validators and extract it even when it did not change")
     p.add_argument("--wait", action="store_true",
                    help="wait for the runs to finish and print a summary (targets per outcome, failures, rate)")
+    p.add_argument("--timeout", type=_timeout, default=60.0, metavar="SECONDS",
+                   help="with --wait: give up (exit 1) when the runs are still queued after this long and no "
+                        "dagster-daemon is running to start them (default 60)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("reextract", help="extract, validate, heal and gate each target's last fetched page again, "
@@ -530,6 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the same key again launches nothing and prints the existing run")
     p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
     p.add_argument("--wait", action="store_true", help="wait for the runs and print a summary")
+    p.add_argument("--timeout", type=_timeout, default=60.0, metavar="SECONDS",
+                   help="with --wait: give up (exit 1) when the runs are still queued after this long and no "
+                        "dagster-daemon is running to start them (default 60)")
     p.set_defaults(func=cmd_run, reextract=True, force=False)
 
     p = sub.add_parser("review", help="accept or reject the quarantined candidate of a target")

@@ -9,6 +9,7 @@ from scrape_contracts.adapters.store import StoreError
 from scrape_contracts.defs.assets import accepted_key, candidate_key, target_state_observation
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.resources import ProjectStoreResource
+from scrape_contracts.service.records import Stage
 
 
 class ReviewConfig(dg.Config):
@@ -108,21 +109,55 @@ def target_state_job() -> None:
     set_target_state()
 
 
-@dg.sensor(name="review_sensor", minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Announces each newly quarantined candidate once (cursor = last candidate id).")
+class ReviewNoticeConfig(dg.Config):
+    candidate_ids: list[int]
+
+
+@dg.op(name="announce_review")
+def announce_review(context: dg.OpExecutionContext, config: ReviewNoticeConfig, store: ProjectStoreResource) -> None:
+    """Tell reviewers about each quarantined candidate (destinations plug in behind ``Notifier``) and mark its
+    partition with a ``review_announced`` observation that says what to do."""
+    notifier = LogNotifier(context.log)
+    for candidate_id in config.candidate_ids:
+        candidate = store.get().candidate(candidate_id)
+        if candidate is None or candidate.status != "quarantined":
+            context.log.info(f"candidate {candidate_id}: no longer waiting for review, not announced")
+            continue
+        reasons = [v["message"] for v in (candidate.details or {}).get("violations", [])]
+        notifier.notify(ReviewNotice(candidate.contract, candidate.partition, candidate.id, candidate.url,
+                                     reasons, candidate.record))
+        what_to_do = (f"scrape-contracts review accept|reject {candidate.contract} {candidate.partition} "
+                      "--reviewer NAME --reason WHY")
+        context.log_event(dg.AssetObservation(
+            asset_key=candidate_key(candidate.contract), partition=candidate.partition,
+            metadata={"stage": Stage.REVIEW_ANNOUNCED.value, "candidate_id": candidate.id, "reasons": bounded(reasons),
+                      "review": what_to_do},
+            description=f"review_announced: {'; '.join(reasons)}"[:300]))
+
+
+@dg.job(name="review_notice_job", tags={"scrape_contracts/kind": "review_notice"},
+        description="Announces quarantined candidates to reviewers; launched by review_sensor, one run per "
+                    "tick that finds new ones.")
+def review_notice_job() -> None:
+    announce_review()
+
+
+@dg.sensor(name="review_sensor", job=review_notice_job, minimum_interval_seconds=60,
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Finds newly quarantined candidates (cursor = last candidate id) and requests a "
+                       "review_notice_job run that announces them; other ticks skip.")
 def review_sensor(context: dg.SensorEvaluationContext, store: ProjectStoreResource) -> dg.SensorResult:
     after = json.loads(context.cursor)["after_id"] if context.cursor else 0
     found = store.get().quarantined(after_id=after)
     if not found:
         return dg.SensorResult(skip_reason=f"no newly quarantined candidates (after id {after})")
-    notifier = LogNotifier(context.log)
-    events = []
-    for candidate in found:
-        reasons = [v["message"] for v in candidate.details.get("violations", [])]
-        notifier.notify(ReviewNotice(candidate.contract, candidate.partition, candidate.id, candidate.url,
-                                     reasons, candidate.record))
-        events.append(dg.AssetObservation(
-            asset_key=candidate_key(candidate.contract), partition=candidate.partition,
-            metadata={"stage": "review_announced", "candidate_id": candidate.id, "reasons": bounded(reasons)},
-        ))
-    return dg.SensorResult(asset_events=events, cursor=json.dumps({"after_id": found[-1].id}))
+    targets = ", ".join(f"{c.contract}/{c.partition}" for c in found)
+    # a tick that requests a run is marked apart from the skipped ones in the sensor's tick history, and
+    # its run says what waits for review; the run key makes a re-evaluated tick launch nothing twice
+    context.log.warning(f"{len(found)} candidate(s) quarantined, waiting for review: {targets}")
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(
+            run_key=f"review_notice:{found[0].id}-{found[-1].id}",
+            run_config={"ops": {"announce_review": {"config": {"candidate_ids": [c.id for c in found]}}}},
+            tags={"scrape_contracts/quarantined": targets[:200] + ("…" if len(targets) > 200 else "")})],
+        cursor=json.dumps({"after_id": found[-1].id}))

@@ -10,6 +10,7 @@ import dagster as dg
 
 from scrape_contracts.adapters.store import Candidate, StoreError
 from scrape_contracts.contract.loader import LoadedContract
+from scrape_contracts.contract.model import Contract
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
@@ -183,6 +184,8 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         ins={"candidate": dg.AssetIn(candidate_key(name))}, io_manager_key="accepted_io_manager",
         description=f"Accepted records of contract {name!r}: what downstream pipelines read.",
         owners=_owners(contract.owners), kinds={"table"}, tags={"scrape_contracts/contract": name},
+        # the UI's Columns panel: one column per field, with its type, selector and rules
+        metadata={"dagster/column_schema": column_schema(contract)},
     )
     def accepted(context: dg.AssetExecutionContext, candidate: Candidate,
                  store: ProjectStoreResource) -> dg.MaterializeResult:
@@ -235,12 +238,29 @@ def selector_change_metadata(heal: dict[str, Any]) -> dict[str, Any]:
     return {"healed_selectors": dg.MetadataValue.md("\n".join(lines))} if lines else {}
 
 
+def column_schema(contract: Contract) -> dg.TableSchema:
+    """The record's columns as the contract declares them (a heal changes selectors, never columns)."""
+    columns = []
+    for name, spec in contract.fields.items():
+        rules = spec.rules
+        other = [f"{label} {value:g}" if isinstance(value, float) else f"{label} {value}" for label, value in (
+            ("min", rules.min), ("max", rules.max), ("expected", rules.expected),
+            ("max_change_pct", rules.max_change_pct), ("pattern", spec.pattern),
+            ("normalise", ", ".join(spec.normalise) or None),
+        ) if value is not None]
+        columns.append(dg.TableColumn(
+            name=name, type=spec.type, description=f"selector in the contract: {spec.selector}",
+            constraints=dg.TableColumnConstraints(nullable=not spec.required, other=other)))
+    return dg.TableSchema(columns=columns)
+
+
 def accepted_metadata(*, outcome: str, candidate_id: int, url: str, record: dict[str, Any],
                       version: int | None, new_version: bool, heal: dict[str, Any],
                       stages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "outcome": str(outcome), "candidate_id": candidate_id, "url": dg.MetadataValue.url(url),
         "version": version or 0, "new_version": new_version,
+        "dagster/row_count": 1,  # a partition's accepted data is one record: the target page's
         "record": dg.MetadataValue.json(_jsonable(record)),
         **selector_change_metadata(heal),
     }

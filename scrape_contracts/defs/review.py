@@ -44,6 +44,7 @@ def review_decision(context: dg.OpExecutionContext, config: ReviewConfig, store:
         context.log_event(dg.AssetMaterialization(
             asset_key=accepted_key(config.contract), partition=config.partition,
             metadata={**metadata, "stage": "accepted", "outcome": "valid", "version": review.accepted_version,
+                      "dagster/row_count": 1,
                       "record": dg.MetadataValue.json(bounded(candidate.record))},
         ))
     state = store.get().state(config.contract, config.partition)

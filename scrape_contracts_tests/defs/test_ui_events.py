@@ -83,3 +83,29 @@ def test_every_stage_names_itself_and_a_heal_shows_old_and_new_selector(sqlite_h
                   if e.asset_key == accepted_key("shop")]
     for metadata in (healing.metadata, accepted.metadata):
         assert "**price**: `#price` → `strong[data-field=\"price\"]`" in metadata["healed_selectors"].value
+
+
+@pytest.mark.parametrize("path", ["single", "batch"])
+def test_accepted_data_has_a_row_count_and_the_contracts_columns(sqlite_harness: Harness, site, monkeypatch,
+                                                                 path: str) -> None:
+    harness = sqlite_harness
+    monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "0")
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop", ["p1"])
+    assert result.success
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$900.00"))
+    harness.run("shop", "p1")
+    harness.review("shop", "p1", "accept", reviewer="alice", reason="publisher confirmed")
+    materialisations = harness.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=accepted_key("shop"), asset_partitions=["p1"]), limit=10).records
+    assert len(materialisations) == 2  # the scrape's, and the reviewer's accept
+    for record in materialisations:
+        assert record.asset_materialization.metadata["dagster/row_count"].value == 1  # one record per target
+
+    spec = harness.definitions().resolve_assets_def(accepted_key("shop")).specs_by_key[accepted_key("shop")]
+    columns = {c.name: c for c in spec.metadata["dagster/column_schema"].columns}
+    assert list(columns) == ["title", "sku", "price"]
+    assert (columns["price"].type, columns["price"].constraints.other) == ("price", ["min 0", "max_change_pct 50"])
+    assert columns["sku"].description == "selector in the contract: #sku"
+    assert not columns["title"].constraints.nullable

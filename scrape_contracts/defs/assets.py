@@ -202,10 +202,12 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
                 f"and against it this candidate is {recorded.status}: {recorded.quarantine_reason}"
                 + (f" ({REVIEW_HINT})" if recorded.status == "quarantined" else "")), allow_retries=False)
         context.log.info(f"candidate {candidate.id} ({candidate.outcome}): {recorded.status}")
+        # still paused (a review pending): said on the materialisation, which the partition page shows first
+        state = store.get().state(name, candidate.partition)
         return dg.MaterializeResult(metadata=accepted_metadata(
             outcome=candidate.outcome, candidate_id=candidate.id, url=candidate.url, record=candidate.record,
             version=recorded.accepted_version, new_version=recorded.status == "accepted",
-            heal=(candidate.details or {}).get("heal") or {}))
+            heal=(candidate.details or {}).get("heal") or {}, paused=state.pause_reason if state.paused else None))
 
     return ContractAssets(candidate, accepted)
 
@@ -256,7 +258,7 @@ def column_schema(contract: Contract) -> dg.TableSchema:
 
 def accepted_metadata(*, outcome: str, candidate_id: int, url: str, record: dict[str, Any],
                       version: int | None, new_version: bool, heal: dict[str, Any],
-                      stages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                      stages: list[dict[str, Any]] | None = None, paused: str | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "outcome": str(outcome), "candidate_id": candidate_id, "url": dg.MetadataValue.url(url),
         "version": version or 0, "new_version": new_version,
@@ -266,6 +268,8 @@ def accepted_metadata(*, outcome: str, candidate_id: int, url: str, record: dict
     }
     if stages is not None:
         metadata["stages"] = dg.MetadataValue.json(_jsonable(stages))
+    if paused:
+        metadata["paused"] = paused
     return metadata
 
 

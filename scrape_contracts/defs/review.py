@@ -143,7 +143,7 @@ def review_notice_job() -> None:
     announce_review()
 
 
-@dg.sensor(name="review_sensor", job=review_notice_job, minimum_interval_seconds=60,
+@dg.sensor(name="review_sensor", job_name="review_notice_job", minimum_interval_seconds=60,
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="Finds newly quarantined candidates (cursor = last candidate id) and requests a "
                        "review_notice_job run that announces them; other ticks skip.")

@@ -44,6 +44,16 @@ def test_quarantine_pauses_on_the_partition_and_accept_passes_the_check(sqlite_h
     assert (failed["old"], failed["new"], failed["rule"]) == ("100.0", "900.0", "max_change_pct 50")
     assert _paused(harness, "shop", "p1").startswith("review required: price changed 100.0 → 900.0")
 
+    if path == "single":
+        # materialised by hand while the review waits (the page is back to the accepted one): the new
+        # materialisation, which the partition page shows first, still says the target is paused and why
+        site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+        again = harness.run("shop", "p1")
+        [latest] = [e.event_specific_data.materialization for e in again.get_asset_materialization_events()
+                    if e.asset_key == accepted_key("shop")]
+        assert (latest.metadata["outcome"].value, latest.metadata["new_version"].value) == ("unchanged", False)
+        assert latest.metadata["paused"].value.startswith("review required: price changed 100.0 → 900.0")
+
     review = harness.review("shop", "p1", "accept", reviewer="alice", reason="publisher confirmed")
     [evaluation] = [e.event_specific_data for e in review.all_events
                     if e.event_type_value == "ASSET_CHECK_EVALUATION"]

@@ -126,6 +126,19 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         shot("2_check_history")
         assert "neuromancer" in text and "more than the allowed 50%" in text
 
+        # the review sensor's tick that found them stands apart from the skipped ones: it requested a run
+        # of review_notice_job, which names the quarantined targets and records the command that decides them
+        text = show("/locations/scrape_contracts/sensors/review_sensor", "review_notice_job")
+        page.get_by_text("1 run requested").first.wait_for(timeout=90_000)
+        shot("2b_review_sensor_tick")
+        text = show("/runs", "review_notice_job")
+        shot("2c_review_notice_run")
+        assert "scrape_contracts/quarantined: books/neuromancer, books/hyperion" in text, text
+        text = show("/assets/scrape/books/candidate?view=events", "review_announced")
+        page.get_by_text("review_announced").first.wait_for(timeout=30_000)
+        text = body()
+        assert "scrape-contracts review accept|reject books" in text, text
+
         # the reviewer accepts, as the README says: the check passes on that partition, with who and why
         done = subprocess.run([str(BIN / "scrape-contracts"), "review", "accept", "books", "neuromancer",
                                "--reviewer", "alice", "--reason", "new edition"], capture_output=True, text=True,
@@ -150,4 +163,10 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         text = body()
         shot("5_healed_target")
         assert 'price: #price → strong[data-field="price"]' in text, text
+        assert "version 2" in text and "dagster/row_count 1" in text, text
+
+        # the accepted data's columns: the contract's fields with their type, rules and selector
+        text = show("/assets/scrape/books", "Columns")
+        shot("6_columns")
+        assert "price price non-nullable min 0 max_change_pct 50 selector in the contract: #price" in text, text
         browser.close()

@@ -308,6 +308,9 @@ def _run_specs(loaded, keys: list[str], args: argparse.Namespace) -> list:  # ->
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import warnings
+
+    import click
     import dagster as dg
 
     from scrape_contracts import launch
@@ -342,7 +345,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{spec.label}: already launched with this key: run {run.run_id} ({run.status.value})")
 
     specs = _run_specs(loaded, keys, args)
-    runs = launch.launch(instance, args.workspace, specs, report)
+    try:
+        with warnings.catch_warnings():
+            # Dagster warns with the whole stack trace of a location that fails to load, then raises
+            warnings.filterwarnings("ignore", message="Error loading repository location", category=UserWarning)
+            runs = launch.launch(instance, args.workspace, specs, report)
+    except (dg.DagsterError, click.UsageError) as exc:
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise CliError(f"cannot load the code location of {args.workspace}: {first}") from None
     if any(r.status == dg.DagsterRunStatus.QUEUED for r in runs) and not launch.daemon_running(instance):
         print(_DAEMON_HINT + (f"; waiting up to {args.timeout:g}s for one" if args.wait else ""), flush=True)
     if not args.wait:
@@ -488,6 +498,18 @@ def _store(*, existing: bool = False):
     return ProjectStore(settings.db_url())
 
 
+def _workspace_file(text: str) -> str:
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no workspace file at {text}: pass the project's workspace.yaml")
+    return text
+
+
+def _said(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty: the trail records it")
+    return text
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -511,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "in one command")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=3000)
-    p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.add_argument("--workspace", type=_workspace_file, default=str(REPO_ROOT / "workspace.yaml"))
     p.set_defaults(func=cmd_dev)
 
     targets = sub.add_parser("targets", help="targets (partitions) of a contract").add_subparsers(
@@ -530,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the contract's batch_size)")
     p.add_argument("--idempotency-key", required=True,
                    help="the same key again launches nothing and prints the existing run")
-    p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.add_argument("--workspace", type=_workspace_file, default=str(REPO_ROOT / "workspace.yaml"))
     p.add_argument("--force", action="store_true",
                    help="fetch every page again without validators and extract it even when it did not change")
     p.add_argument("--wait", action="store_true",
@@ -546,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", default=None, help="one target (default: every target that is not paused)")
     p.add_argument("--idempotency-key", required=True,
                    help="the same key again launches nothing and prints the existing run")
-    p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.add_argument("--workspace", type=_workspace_file, default=str(REPO_ROOT / "workspace.yaml"))
     p.add_argument("--wait", action="store_true", help="wait for the runs and print a summary")
     p.add_argument("--timeout", type=_timeout, default=60.0, metavar="SECONDS",
                    help="with --wait: give up (exit 1) when the runs are still queued after this long and no "
@@ -557,8 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("decision", choices=["accept", "reject"])
     p.add_argument("contract")
     p.add_argument("partition")
-    p.add_argument("--reviewer", required=True)
-    p.add_argument("--reason", required=True)
+    p.add_argument("--reviewer", type=_said, required=True)
+    p.add_argument("--reason", type=_said, required=True)
     p.add_argument("--candidate", type=int, default=None, help="the candidate id you reviewed (refused if stale)")
     p.set_defaults(func=cmd_review)
 
@@ -570,8 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pause", help="stop scraping a target until it is resumed (its accepted data stays)")
     p.add_argument("contract")
     p.add_argument("partition")
-    p.add_argument("--reason", required=True)
-    p.add_argument("--by", default=os.environ.get("USER") or "unknown", help="who pauses it (default: $USER)")
+    p.add_argument("--reason", type=_said, required=True)
+    p.add_argument("--by", type=_said, default=os.environ.get("USER") or "unknown", help="who pauses it (default: $USER)")
     p.set_defaults(func=cmd_pause)
 
     p = sub.add_parser("events", help="the event trail of a contract from run history, oldest first")

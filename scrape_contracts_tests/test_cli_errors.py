@@ -58,6 +58,11 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     (REVIEW, 1, "books/dune has nothing quarantined to review"),
     (["run", "books", "--idempotency-key", "k", "--wait", "--timeout", "0"], 2, "must be more than 0 seconds"),
     (["run", "books", "--idempotency-key", "k", "--timeout", "soon"], 2, "not a number of seconds"),
+    (["run", "books", "--idempotency-key", "k", "--workspace", "/nonexistent/workspace.yaml"], 2,
+     "no workspace file at /nonexistent/workspace.yaml"),
+    (["dev", "--workspace", "nope.yaml"], 2, "no workspace file at nope.yaml"),
+    (["review", "accept", "books", "dune", "--reviewer", " ", "--reason", "r"], 2, "--reviewer: must not be empty"),
+    (["pause", "books", "dune", "--reason", ""], 2, "--reason: must not be empty"),
 ])
 def test_user_errors_are_one_line(home: Path, capsys, argv: list[str], code: int, says: str) -> None:
     got, err = _cli(argv, capsys)
@@ -174,3 +179,12 @@ def test_run_wait_without_a_daemon_gives_up_with_how_to_start_one(demo_home: Pat
 
     run = dg.DagsterInstance.get().get_run_by_id(done.stdout.split("launched run ")[1].split()[0])
     assert run.status == dg.DagsterRunStatus.QUEUED  # still there for a daemon, and for the same command again
+
+
+def test_run_with_a_workspace_that_does_not_load(home: Path, tmp_path: Path, capsys) -> None:
+    workspace = tmp_path / "workspace.yaml"
+    workspace.write_text("load_from:\n  - python_module: no_such_module_xyz\n")
+    code, err = _cli(["run", "books", "--partition", "dune", "--idempotency-key", "k", "--workspace",
+                      str(workspace)], capsys)
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert f"cannot load the code location of {workspace}" in err and "no_such_module_xyz" in err

@@ -450,6 +450,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
     if not (home / "dagster.yaml").exists():
         shutil.copy(LOCAL_INSTANCE_YAML, home / "dagster.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
+    # `dagster dev` opens with a warning that it is superseded by `dg dev` (a CLI this project does not install)
+    superseded = "ignore:Function `dev_command` is superseded"
+    env["PYTHONWARNINGS"] = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), superseded) if w)
     if args.contracts_dir:
         env["SCRAPE_CONTRACTS_DIR"] = str(Path(args.contracts_dir).resolve())
     print(f"Dagster UI on http://{args.host}:{args.port} for DAGSTER_HOME={home} (webserver and daemon; "

@@ -67,6 +67,9 @@ def ui(demo_home: Path, tmp_path: Path) -> Iterator[str]:
                 pass
             assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "dev.log").read_text()[-3000:]
             time.sleep(0.5)
+        said = (tmp_path / "dev.log").read_text()
+        # a new user's first screen: no warning about a dagster.yaml that is ignored, or about `dg dev`
+        assert "will not be used to configure Dagster" not in said and "is superseded" not in said, said
         yield base
     finally:
         # Ctrl-C is how `dagster dev` shuts its webserver, daemon and code servers down

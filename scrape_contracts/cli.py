@@ -348,7 +348,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings():
             # Dagster warns with the whole stack trace of a location that fails to load, then raises
-            warnings.filterwarnings("ignore", message="Error loading repository location", category=UserWarning)
+            warnings.filterwarnings("ignore", message="Error loading repository location",
+                                    category=UserWarning)
             runs = launch.launch(instance, args.workspace, specs, report)
     except (dg.DagsterError, click.UsageError) as exc:
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
@@ -360,7 +361,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         finished = launch.wait(instance, [r.run_id for r in runs], give_up_after=args.timeout)
     except launch.NoDaemon as exc:
-        raise CliError(f"{exc}: start one with the same DAGSTER_HOME (`dagster-daemon run -w workspace.yaml`, "
+        raise CliError(f"{exc}: start one with the same DAGSTER_HOME "
+                       "(`dagster-daemon run -w workspace.yaml`, "
                        "or `scrape-contracts dev`), then run this command again to wait for the same runs "
                        "(the idempotency key launches nothing twice)") from None
     return _print_summary(contract.name, finished)
@@ -450,7 +452,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     if not (home / "dagster.yaml").exists():
         shutil.copy(LOCAL_INSTANCE_YAML, home / "dagster.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
-    # `dagster dev` opens with a warning that it is superseded by `dg dev` (a CLI this project does not install)
+    # `dagster dev` opens with a warning that `dg dev` supersedes it (a CLI this project does not install)
     superseded = "ignore:Function `dev_command` is superseded"
     env["PYTHONWARNINGS"] = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), superseded) if w)
     if args.contracts_dir:
@@ -596,7 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("contract")
     p.add_argument("partition")
     p.add_argument("--reason", type=_said, required=True)
-    p.add_argument("--by", type=_said, default=os.environ.get("USER") or "unknown", help="who pauses it (default: $USER)")
+    p.add_argument("--by", type=_said, default=os.environ.get("USER") or "unknown",
+                   help="who pauses it (default: $USER)")
     p.set_defaults(func=cmd_pause)
 
     p = sub.add_parser("events", help="the event trail of a contract from run history, oldest first")

@@ -56,12 +56,14 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     (["run", "books", "--partition", "zz", "--idempotency-key", "k"], 2, "has no target 'zz'"),
     (["targets", "add", "books", "https://books.example.com/9.html"], 2, "add URLs to its YAML"),
     (REVIEW, 1, "books/dune has nothing quarantined to review"),
-    (["run", "books", "--idempotency-key", "k", "--wait", "--timeout", "0"], 2, "must be more than 0 seconds"),
+    (["run", "books", "--idempotency-key", "k", "--wait", "--timeout", "0"], 2,
+     "must be more than 0 seconds"),
     (["run", "books", "--idempotency-key", "k", "--timeout", "soon"], 2, "not a number of seconds"),
     (["run", "books", "--idempotency-key", "k", "--workspace", "/nonexistent/workspace.yaml"], 2,
      "no workspace file at /nonexistent/workspace.yaml"),
     (["dev", "--workspace", "nope.yaml"], 2, "no workspace file at nope.yaml"),
-    (["review", "accept", "books", "dune", "--reviewer", " ", "--reason", "r"], 2, "--reviewer: must not be empty"),
+    (["review", "accept", "books", "dune", "--reviewer", " ", "--reason", "r"], 2,
+     "--reviewer: must not be empty"),
     (["pause", "books", "dune", "--reason", ""], 2, "--reason: must not be empty"),
 ])
 def test_user_errors_are_one_line(home: Path, capsys, argv: list[str], code: int, says: str) -> None:
@@ -163,7 +165,7 @@ def test_dev_without_an_instance_says_to_run_the_demo(tmp_path: Path, monkeypatc
 
 
 def test_run_wait_without_a_daemon_gives_up_with_how_to_start_one(demo_home: Path) -> None:
-    """The demo's instance queues runs; with no dagster-daemon nothing starts them: --wait ends, it does not hang."""
+    """The demo's instance queues runs; with no dagster-daemon nothing starts them: --wait ends, not hangs."""
     started = time.monotonic()
     done = subprocess.run([str(BIN / "scrape-contracts"), "run", "books", "--partition", "dune",
                            "--idempotency-key", "no-daemon", "--wait", "--timeout", "3"],
@@ -178,7 +180,7 @@ def test_run_wait_without_a_daemon_gives_up_with_how_to_start_one(demo_home: Pat
     import dagster as dg
 
     run = dg.DagsterInstance.get().get_run_by_id(done.stdout.split("launched run ")[1].split()[0])
-    assert run.status == dg.DagsterRunStatus.QUEUED  # still there for a daemon, and for the same command again
+    assert run.status == dg.DagsterRunStatus.QUEUED  # still there for a daemon and the same command again
 
 
 def test_run_with_a_workspace_that_does_not_load(home: Path, tmp_path: Path, capsys) -> None:

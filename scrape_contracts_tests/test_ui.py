@@ -171,5 +171,6 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         # the accepted data's columns: the contract's fields with their type, rules and selector
         text = show("/assets/scrape/books", "Columns")
         shot("6_columns")
-        assert "price price non-nullable min 0 max_change_pct 50 selector in the contract: #price" in text, text
+        columns = "price price non-nullable min 0 max_change_pct 50 selector in the contract: #price"
+        assert columns in text, text
         browser.close()

@@ -153,7 +153,8 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         recorded = gate.store_candidate(project_store, result, context.run_id)
         if recorded.status == "quarantined":
             emit(Stage.QUARANTINED, {"candidate_id": recorded.candidate_id,
-                                     "reasons": [v.message for v in result.violations], "review": REVIEW_HINT})
+                                     "reasons": [v.message for v in result.violations],
+                                     "review": review_command(name, result.partition)})
         state = project_store.state(name, result.partition)
         if state.paused:
             context.log_event(target_state_observation(name, result.partition, state.pause_reason))
@@ -200,19 +201,28 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
             raise dg.Failure(description=(
                 f"not accepted: another run accepted a newer version of {name}/{candidate.partition} meanwhile, "
                 f"and against it this candidate is {recorded.status}: {recorded.quarantine_reason}"
-                + (f" ({REVIEW_HINT})" if recorded.status == "quarantined" else "")), allow_retries=False)
+                + (f" ({review_command(name, candidate.partition)})"
+                   if recorded.status == "quarantined" else "")),
+                allow_retries=False)
         context.log.info(f"candidate {candidate.id} ({candidate.outcome}): {recorded.status}")
         # still paused (a review pending): said on the materialisation, which the partition page shows first
         state = store.get().state(name, candidate.partition)
         return dg.MaterializeResult(metadata=accepted_metadata(
             outcome=candidate.outcome, candidate_id=candidate.id, url=candidate.url, record=candidate.record,
             version=recorded.accepted_version, new_version=recorded.status == "accepted",
-            heal=(candidate.details or {}).get("heal") or {}, paused=state.pause_reason if state.paused else None))
+            heal=(candidate.details or {}).get("heal") or {},
+            paused=state.pause_reason if state.paused else None))
 
     return ContractAssets(candidate, accepted)
 
 
 REVIEW_HINT = "accept or reject with review_job or `scrape-contracts review accept|reject C TARGET`"
+
+
+def review_command(contract: str, partition: str) -> str:
+    """What a reviewer runs for this target (the same decision is review_job in the Launchpad)."""
+    return (f"scrape-contracts review accept|reject {contract} {partition} --reviewer NAME --reason WHY "
+            "(or review_job in the Launchpad)")
 
 
 def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, Any]:
@@ -245,11 +255,11 @@ def column_schema(contract: Contract) -> dg.TableSchema:
     columns = []
     for name, spec in contract.fields.items():
         rules = spec.rules
-        other = [f"{label} {value:g}" if isinstance(value, float) else f"{label} {value}" for label, value in (
-            ("min", rules.min), ("max", rules.max), ("expected", rules.expected),
-            ("max_change_pct", rules.max_change_pct), ("pattern", spec.pattern),
-            ("normalise", ", ".join(spec.normalise) or None),
-        ) if value is not None]
+        given = (("min", rules.min), ("max", rules.max), ("expected", rules.expected),
+                 ("max_change_pct", rules.max_change_pct), ("pattern", spec.pattern),
+                 ("normalise", ", ".join(spec.normalise) or None))
+        other = [f"{label} {value:g}" if isinstance(value, float) else f"{label} {value}"
+                 for label, value in given if value is not None]
         columns.append(dg.TableColumn(
             name=name, type=spec.type, description=f"selector in the contract: {spec.selector}",
             constraints=dg.TableColumnConstraints(nullable=not spec.required, other=other)))
@@ -258,7 +268,8 @@ def column_schema(contract: Contract) -> dg.TableSchema:
 
 def accepted_metadata(*, outcome: str, candidate_id: int, url: str, record: dict[str, Any],
                       version: int | None, new_version: bool, heal: dict[str, Any],
-                      stages: list[dict[str, Any]] | None = None, paused: str | None = None) -> dict[str, Any]:
+                      stages: list[dict[str, Any]] | None = None,
+                      paused: str | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "outcome": str(outcome), "candidate_id": candidate_id, "url": dg.MetadataValue.url(url),
         "version": version or 0, "new_version": new_version,

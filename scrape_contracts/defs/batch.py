@@ -26,7 +26,7 @@ from scrape_contracts import settings
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.adapters.store import REVIEW_PAUSE
 from scrape_contracts.defs.assets import (
-    REVIEW_HINT, _jsonable, accepted_key, accepted_metadata, candidate_key, stage_description,
+    _jsonable, accepted_key, accepted_metadata, candidate_key, review_command, stage_description,
     target_state_observation,
 )
 from scrape_contracts.defs.checks import check_metadata
@@ -88,7 +88,8 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
     for check in checks:
         if check in failing or check in failed_before.get(partition, set()):
             passed, metadata, description = check_metadata(check, violations, result.outcome.value,
-                                                           recorded.candidate_id)
+                                                           recorded.candidate_id,
+                                                           review_command(name, partition))
             others.append(dg.AssetCheckEvaluation(
                 asset_key=key, check_name=check, passed=passed, partition=partition,
                 severity=dg.AssetCheckSeverity.ERROR, description=description, metadata=metadata))
@@ -113,7 +114,7 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
             "reasons": _jsonable([v.message for v in result.violations]),
             "stages": dg.MetadataValue.json(_jsonable(_story(outcome)))}
         if recorded.status == "quarantined":
-            metadata["review"] = REVIEW_HINT
+            metadata["review"] = review_command(name, partition)
         others.append(dg.AssetObservation(asset_key=key, partition=partition, metadata=metadata,
                                           description=stage_description(stage, metadata)))
     return [], others

@@ -15,7 +15,7 @@ from dagster._utils.warnings import PreviewWarning
 
 from scrape_contracts.adapters.store import Candidate
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.defs.assets import candidate_key
+from scrape_contracts.defs.assets import REVIEW_HINT, candidate_key, review_command
 from scrape_contracts.defs.metadata import bounded, bounded_text
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.engine.validate import (
@@ -50,8 +50,8 @@ def _description(name: str) -> str:
     return _DESCRIPTIONS[name]
 
 
-def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, candidate_id: int
-                   ) -> tuple[bool, dict[str, Any], str | None]:
+def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, candidate_id: int,
+                   review: str | None = None) -> tuple[bool, dict[str, Any], str | None]:
     """(passed, metadata, description) of one check, from the violations the engine found."""
     # values from the page can be huge: every string is cut to the metadata limit (defs/metadata.py)
     mine = bounded([v for v in violations if v["check"] == check])
@@ -67,7 +67,7 @@ def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, c
             "violations": dg.MetadataValue.json(mine),
         })
         if check == CHANGE_CHECK:
-            metadata["review"] = "quarantined: accept or reject with review_job or `scrape-contracts review`"
+            metadata["review"] = f"quarantined: {review or REVIEW_HINT}"
     return not mine, metadata, _summary(mine)
 
 
@@ -85,7 +85,8 @@ def check_evaluations(contract: str, partition: str, checks: list[str], violatio
     rejected candidate is not materialised, so its check steps do not run; batched runs)."""
     evaluations = []
     for check in checks:
-        passed, metadata, description = check_metadata(check, violations, outcome, candidate_id)
+        passed, metadata, description = check_metadata(check, violations, outcome, candidate_id,
+                                                       review_command(contract, partition))
         evaluations.append(dg.AssetCheckEvaluation(
             asset_key=candidate_key(contract), check_name=check, passed=passed, partition=partition,
             severity=dg.AssetCheckSeverity.ERROR, description=description, metadata=metadata))
@@ -99,7 +100,8 @@ def contract_check_names(loaded: LoadedContract) -> list[str]:
 
 def _result(check: str, candidate: Candidate) -> dg.AssetCheckResult:
     passed, metadata, description = check_metadata(check, (candidate.details or {}).get("violations", []),
-                                                   candidate.outcome, candidate.id)
+                                                   candidate.outcome, candidate.id,
+                                                   review_command(candidate.contract, candidate.partition))
     return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata,
                                description=description)
 

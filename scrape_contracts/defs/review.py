@@ -6,7 +6,9 @@ import dagster as dg
 
 from scrape_contracts.adapters.notify import LogNotifier, ReviewNotice
 from scrape_contracts.adapters.store import StoreError
-from scrape_contracts.defs.assets import accepted_key, candidate_key, target_state_observation
+from scrape_contracts.defs.assets import (
+    accepted_key, candidate_key, review_command, target_state_observation,
+)
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.resources import ProjectStoreResource
 from scrape_contracts.service.records import Stage
@@ -115,7 +117,8 @@ class ReviewNoticeConfig(dg.Config):
 
 
 @dg.op(name="announce_review")
-def announce_review(context: dg.OpExecutionContext, config: ReviewNoticeConfig, store: ProjectStoreResource) -> None:
+def announce_review(context: dg.OpExecutionContext, config: ReviewNoticeConfig,
+                    store: ProjectStoreResource) -> None:
     """Tell reviewers about each quarantined candidate (destinations plug in behind ``Notifier``) and mark its
     partition with a ``review_announced`` observation that says what to do."""
     notifier = LogNotifier(context.log)
@@ -127,11 +130,11 @@ def announce_review(context: dg.OpExecutionContext, config: ReviewNoticeConfig, 
         reasons = [v["message"] for v in (candidate.details or {}).get("violations", [])]
         notifier.notify(ReviewNotice(candidate.contract, candidate.partition, candidate.id, candidate.url,
                                      reasons, candidate.record))
-        what_to_do = (f"scrape-contracts review accept|reject {candidate.contract} {candidate.partition} "
-                      "--reviewer NAME --reason WHY")
+        what_to_do = review_command(candidate.contract, candidate.partition)
         context.log_event(dg.AssetObservation(
             asset_key=candidate_key(candidate.contract), partition=candidate.partition,
-            metadata={"stage": Stage.REVIEW_ANNOUNCED.value, "candidate_id": candidate.id, "reasons": bounded(reasons),
+            metadata={"stage": Stage.REVIEW_ANNOUNCED.value, "candidate_id": candidate.id,
+                      "reasons": bounded(reasons),
                       "review": what_to_do},
             description=f"review_announced: {'; '.join(reasons)}"[:300]))
 

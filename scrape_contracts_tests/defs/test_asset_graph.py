@@ -43,7 +43,8 @@ def _wait(instance: dg.DagsterInstance, run_ids: list[str], timeout: float = 120
     raise AssertionError(f"runs {run_ids} did not finish in {timeout}s")
 
 
-def _ran_in_process_with_the_contract_tags(instance: dg.DagsterInstance, run: dg.DagsterRun, partition: str) -> None:
+def _ran_in_process_with_the_contract_tags(instance: dg.DagsterInstance, run: dg.DagsterRun,
+                                           partition: str) -> None:
     assert run.job_name == "__ASSET_JOB"
     assert (run.tags[CONTRACT_TAG], run.tags[TARGET_TAG]) == ("books", f"books/{partition}")
     # every step in the run's own process: no step subprocesses
@@ -74,8 +75,10 @@ def test_asset_graph_job_runs_in_process_with_the_contract_tags(demo_home: Path)
         # neuromancer's page is byte for byte the one accepted in round 1: its record, found again
         neuromancer = store.latest_candidate("books", "neuromancer", run_id=run_ids[1])
         assert neuromancer.outcome == "unchanged"
-        assert neuromancer.record == {"title": "Neuromancer", "sku": "BK-0002", "price": 9.5, "in_stock": True}
-        assert store.pending_review("books", "neuromancer").record["price"] == 29.0  # still the reviewer's call
+        assert neuromancer.record == {"title": "Neuromancer", "sku": "BK-0002", "price": 9.5,
+                                      "in_stock": True}
+        # still the reviewer's call
+        assert store.pending_review("books", "neuromancer").record["price"] == 29.0
 
         # the README goes on: the reviewer accepts 29.00; v1's 9.50 is then a -67% change, which the contract
         # sends to review: that is the rule working, not a misreading of the page

@@ -35,7 +35,8 @@ def _review_sensor_reports(harness: Harness, cursor: str | None) -> tuple[list, 
     the observations that run records."""
     defs = harness.definitions()
     sensor = defs.resolve_sensor_def("review_sensor")
-    with dg.build_sensor_context(instance=harness.instance, cursor=cursor, resources=defs.resources) as context:
+    with dg.build_sensor_context(instance=harness.instance, cursor=cursor,
+                                 resources=defs.resources) as context:
         result = sensor(context)
     if not result.run_requests:
         assert result.skip_reason is not None and "no newly quarantined" in result.skip_reason.skip_message

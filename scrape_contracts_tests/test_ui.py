@@ -112,6 +112,14 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         def body() -> str:
             return " ".join(page.inner_text("body").split())  # table cells and labels, one space apart
 
+        def check_partitions(asset: str, check: str) -> str:
+            """The check's Partitions tab: how many partitions it passes, fails or has no result for."""
+            show(f"/assets/{asset}?view=checks", "Latest execution")
+            page.get_by_text(check).first.click()
+            page.get_by_text("Partitions", exact=True).last.click()
+            page.get_by_text("Select a partition to view details").wait_for(timeout=30_000)
+            return body()
+
         def shot(name: str) -> None:
             page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
@@ -152,6 +160,10 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         text = body()
         shot("3_check_passed_after_review")
         assert "Passed" in text and "neuromancer" in text and "reviewer alice" in text, text
+        # per partition, the list's "Failed" is hyperion, still waiting; neuromancer passes, by the reviewer
+        text = check_partitions("scrape/books/candidate", "change_within_limit")
+        shot("3b_check_partitions_after_review")
+        assert "Failed (1)" in text and "Passed (2)" in text and "Missing (0)" in text, text
 
         # a paused target says why on its partition, beside the data it still serves; nothing shows failed
         text = show(f"/assets/scrape/jobs?view=partitions&partition={JOB_TARGET}", "Latest materialization")
@@ -159,6 +171,10 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         text = body()
         shot("4_paused_target")
         assert "paused healing budget exhausted after 3 attempts" in text and "Failed (0)" in text, text
+        # its rejected candidates were not materialised, yet the check they failed says so per partition
+        text = check_partitions("scrape/jobs/candidate", "required_fields_present")
+        shot("4b_rejected_check_partitions")
+        assert "Failed (2)" in text and "Missing (0)" in text, text
 
         # the healed target: old and new selector
         text = show("/assets/scrape/books?view=partitions&partition=dune", "Latest materialization")

@@ -145,7 +145,7 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
     def heal(context: dg.OpExecutionContext, validated: Validated, store: ProjectStoreResource,
              artifacts: ArtifactStoreResource) -> Iterator[dg.Output]:
         """Heal broken selectors (never inventing a value), diff, decide the outcome and store the candidate."""
-        from scrape_contracts.defs.checks import check_evaluations, contract_check_names
+        from scrape_contracts.defs.checks import aimed_at_latest, check_evaluations, contract_check_names
 
         emit = emitter(context, name)
         project_store = store.get()
@@ -161,8 +161,9 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         if recorded.status == "rejected":
             # every check of the run, passed or failed: the check steps are skipped without a candidate
             violations = [v.as_dict() for v in result.violations]
-            for evaluation in check_evaluations(name, result.partition, contract_check_names(loaded), violations,
-                                                result.outcome.value, recorded.candidate_id):
+            evaluations = check_evaluations(name, result.partition, contract_check_names(loaded), violations,
+                                            result.outcome.value, recorded.candidate_id)
+            for evaluation in aimed_at_latest(context.instance, evaluations):
                 context.log_event(evaluation)
             emit(Stage.REJECTED, {"candidate_id": recorded.candidate_id,
                                   "reasons": [v["message"] for v in violations]})

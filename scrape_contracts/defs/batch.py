@@ -29,7 +29,7 @@ from scrape_contracts.defs.assets import (
     _jsonable, accepted_key, accepted_metadata, candidate_key, review_command, stage_description,
     target_state_observation,
 )
-from scrape_contracts.defs.checks import check_metadata
+from scrape_contracts.defs.checks import aimed_at_latest, check_metadata
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.engine.validate import check_names
@@ -183,7 +183,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
             for outcome in chunk:
                 mats, others = _target_events(loaded, outcome, checks, failed_before)
                 materialisations += mats
-                yield from others
+                yield from aimed_at_latest(context.instance, others)
                 if outcome.recorded is not None and outcome.recorded.status == "unchanged":
                     unchanged.append(outcome.partition)
                 if outcome.failure is not None:

@@ -93,6 +93,38 @@ def check_evaluations(contract: str, partition: str, checks: list[str], violatio
     return evaluations
 
 
+def aimed_at_latest(instance: dg.DagsterInstance, events: list[Any]) -> list[Any]:
+    """``events`` with each check evaluation aimed at its partition's latest candidate materialisation.
+
+    The UI shows a partition's check status only when its latest evaluation targets the partition's latest
+    materialisation, and "Missing" otherwise; an evaluation logged outside a check step (a rejected candidate
+    is not materialised, a batched run, a reviewer's accept) targets none unless it says so.
+    """
+    # private in 1.13 (pinned): the pointer a check step fills in for its own evaluations
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+        AssetCheckEvaluationTargetMaterializationData as Target,
+    )
+
+    targets: dict[tuple[dg.AssetKey, str | None], Any] = {}
+    aimed = []
+    for event in events:
+        if not isinstance(event, dg.AssetCheckEvaluation) or event.target_materialization_data is not None:
+            aimed.append(event)
+            continue
+        where = (event.asset_key, event.partition)
+        if where not in targets:
+            records = instance.fetch_materializations(dg.AssetRecordsFilter(
+                asset_key=event.asset_key, asset_partitions=[event.partition] if event.partition else None),
+                limit=1).records
+            targets[where] = Target(storage_id=records[0].storage_id, run_id=records[0].run_id,
+                                    timestamp=records[0].timestamp) if records else None
+        aimed.append(dg.AssetCheckEvaluation(
+            asset_key=event.asset_key, check_name=event.check_name, passed=event.passed, metadata=event.metadata,
+            target_materialization_data=targets[where], severity=event.severity, description=event.description,
+            blocking=event.blocking, partition=event.partition))
+    return aimed
+
+
 def contract_check_names(loaded: LoadedContract) -> list[str]:
     contract = loaded.contract
     return check_names(contract.fields, [n for n in contract.fields if contract.has_expected(n)])

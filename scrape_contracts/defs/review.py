@@ -9,6 +9,7 @@ from scrape_contracts.adapters.store import StoreError
 from scrape_contracts.defs.assets import (
     accepted_key, candidate_key, review_command, target_state_observation,
 )
+from scrape_contracts.defs.checks import aimed_at_latest
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.resources import ProjectStoreResource
 from scrape_contracts.service.records import Stage
@@ -41,7 +42,8 @@ def review_decision(context: dg.OpExecutionContext, config: ReviewConfig, store:
     candidate = store.get().candidate(review.candidate_id)
     if review.decision == "accept":
         # the checks that quarantined it pass now, by the reviewer's word: the UI stops showing them failed
-        for evaluation in _accepted_evaluations(config.contract, config.partition, candidate, verdict, metadata):
+        evaluations = _accepted_evaluations(config.contract, config.partition, candidate, verdict, metadata)
+        for evaluation in aimed_at_latest(context.instance, evaluations):
             context.log_event(evaluation)
         context.log_event(dg.AssetMaterialization(
             asset_key=accepted_key(config.contract), partition=config.partition,

@@ -597,8 +597,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pause", help="stop scraping a target until it is resumed (its accepted data stays)")
     p.add_argument("contract")
     p.add_argument("partition")
-    p.add_argument("--reason", type=_said, required=True)
-    p.add_argument("--by", type=_said, default=os.environ.get("USER") or "unknown",
+    p.add_argument("--reason", required=True)
+    p.add_argument("--by", default=os.environ.get("USER") or "unknown",
                    help="who pauses it (default: $USER)")
     p.set_defaults(func=cmd_pause)
 

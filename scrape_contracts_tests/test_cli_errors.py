@@ -64,7 +64,6 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     (["dev", "--workspace", "nope.yaml"], 2, "no workspace file at nope.yaml"),
     (["review", "accept", "books", "dune", "--reviewer", " ", "--reason", "r"], 2,
      "--reviewer: must not be empty"),
-    (["pause", "books", "dune", "--reason", ""], 2, "--reason: must not be empty"),
 ])
 def test_user_errors_are_one_line(home: Path, capsys, argv: list[str], code: int, says: str) -> None:
     got, err = _cli(argv, capsys)

@@ -313,6 +313,9 @@ def _run_specs(loaded, keys: list[str], args: argparse.Namespace) -> list:  # ->
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import warnings
+
+    import click
     import dagster as dg
 
     from scrape_contracts import launch
@@ -347,17 +350,41 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{spec.label}: already launched with this key: run {run.run_id} ({run.status.value})")
 
     specs = _run_specs(loaded, keys, args)
-    runs = launch.launch(instance, args.workspace, specs, report)
+    try:
+        with warnings.catch_warnings():
+            # Dagster warns with the whole stack trace of a location that fails to load, then raises
+            warnings.filterwarnings("ignore", message="Error loading repository location",
+                                    category=UserWarning)
+            runs = launch.launch(instance, args.workspace, specs, report)
+    except (dg.DagsterError, click.UsageError) as exc:
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise CliError(f"cannot load the code location of {args.workspace}: {first}") from None
     if any(r.status == dg.DagsterRunStatus.QUEUED for r in runs) and not launch.daemon_running(instance):
-        print(_DAEMON_HINT)
+        print(_DAEMON_HINT + (f"; waiting up to {args.timeout:g}s for one" if args.wait else ""), flush=True)
     if not args.wait:
         return 0
-    finished = launch.wait(instance, [r.run_id for r in runs], on_stuck=lambda: print(_DAEMON_HINT))
+    try:
+        finished = launch.wait(instance, [r.run_id for r in runs], give_up_after=args.timeout)
+    except launch.NoDaemon as exc:
+        raise CliError(f"{exc}: start one with the same DAGSTER_HOME "
+                       "(`dagster-daemon run -w workspace.yaml`, "
+                       "or `scrape-contracts dev`), then run this command again to wait for the same runs "
+                       "(the idempotency key launches nothing twice)") from None
     return _print_summary(contract.name, finished)
 
 
 _DAEMON_HINT = ("note: runs are queued and no dagster-daemon is running to start them: run `dagster-daemon run` "
-                "(or `dagster dev`) with the same DAGSTER_HOME")
+                "(or `scrape-contracts dev`) with the same DAGSTER_HOME")
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
 
 
 def _print_summary(contract: str, runs: list) -> int:
@@ -430,6 +457,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
     if not (home / "dagster.yaml").exists():
         shutil.copy(LOCAL_INSTANCE_YAML, home / "dagster.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
+    # `dagster dev` opens with a warning that `dg dev` supersedes it (a CLI this project does not install)
+    superseded = "ignore:Function `dev_command` is superseded"
+    env["PYTHONWARNINGS"] = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), superseded) if w)
     if args.contracts_dir:
         env["SCRAPE_CONTRACTS_DIR"] = str(Path(args.contracts_dir).resolve())
     print(f"Dagster UI on http://{args.host}:{args.port} for DAGSTER_HOME={home} (webserver and daemon; "
@@ -478,6 +508,18 @@ def _store(*, existing: bool = False):
     return ProjectStore(settings.db_url())
 
 
+def _workspace_file(text: str) -> str:
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no workspace file at {text}: pass the project's workspace.yaml")
+    return text
+
+
+def _said(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty: the trail records it")
+    return text
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -501,7 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "in one command")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=3000)
-    p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.add_argument("--workspace", type=_workspace_file, default=str(REPO_ROOT / "workspace.yaml"))
     p.set_defaults(func=cmd_dev)
 
     targets = sub.add_parser("targets", help="targets (partitions) of a contract").add_subparsers(
@@ -520,11 +562,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "the contract's batch_size)")
     p.add_argument("--idempotency-key", required=True,
                    help="the same key again launches nothing and prints the existing run")
-    p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.add_argument("--workspace", type=_workspace_file, default=str(REPO_ROOT / "workspace.yaml"))
     p.add_argument("--force", action="store_true",
                    help="fetch every page again without validators and extract it even when it did not change")
     p.add_argument("--wait", action="store_true",
                    help="wait for the runs to finish and print a summary (targets per outcome, failures, rate)")
+    p.add_argument("--timeout", type=_timeout, default=60.0, metavar="SECONDS",
+                   help="with --wait: give up (exit 1) when the runs are still queued after this long and no "
+                        "dagster-daemon is running to start them (default 60)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("reextract", help="extract, validate, heal and gate each target's last fetched page again, "
@@ -533,16 +578,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", default=None, help="one target (default: every target that is not paused)")
     p.add_argument("--idempotency-key", required=True,
                    help="the same key again launches nothing and prints the existing run")
-    p.add_argument("--workspace", default=str(REPO_ROOT / "workspace.yaml"))
+    p.add_argument("--workspace", type=_workspace_file, default=str(REPO_ROOT / "workspace.yaml"))
     p.add_argument("--wait", action="store_true", help="wait for the runs and print a summary")
+    p.add_argument("--timeout", type=_timeout, default=60.0, metavar="SECONDS",
+                   help="with --wait: give up (exit 1) when the runs are still queued after this long and no "
+                        "dagster-daemon is running to start them (default 60)")
     p.set_defaults(func=cmd_run, reextract=True, force=False)
 
     p = sub.add_parser("review", help="accept or reject the quarantined candidate of a target")
     p.add_argument("decision", choices=["accept", "reject"])
     p.add_argument("contract")
     p.add_argument("partition")
-    p.add_argument("--reviewer", required=True)
-    p.add_argument("--reason", required=True)
+    p.add_argument("--reviewer", type=_said, required=True)
+    p.add_argument("--reason", type=_said, required=True)
     p.add_argument("--candidate", type=int, default=None, help="the candidate id you reviewed (refused if stale)")
     p.set_defaults(func=cmd_review)
 
@@ -555,7 +603,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("contract")
     p.add_argument("partition")
     p.add_argument("--reason", required=True)
-    p.add_argument("--by", default=os.environ.get("USER") or "unknown", help="who pauses it (default: $USER)")
+    p.add_argument("--by", default=os.environ.get("USER") or "unknown",
+                   help="who pauses it (default: $USER)")
     p.set_defaults(func=cmd_pause)
 
     p = sub.add_parser("events", help="the event trail of a contract from run history, oldest first")

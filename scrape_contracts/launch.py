@@ -130,20 +130,36 @@ def daemon_running(instance: dg.DagsterInstance, within_seconds: float = 120) ->
     return any(now - hb.timestamp < within_seconds for hb in heartbeats.values())
 
 
+class NoDaemon(Exception):
+    """The runs stayed queued for the whole bound and no dagster-daemon is there to start them."""
+
+    def __init__(self, waited: float, queued: int) -> None:
+        super().__init__(f"{queued} run(s) still queued after {waited:.0f}s and no dagster-daemon is running")
+        self.waited = waited
+        self.queued = queued
+
+
 def wait(instance: dg.DagsterInstance, run_ids: Sequence[str], *, poll_seconds: float = 0.25,
-         on_stuck: Callable[[], None] | None = None, stuck_after: float = 30.0,
-         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
-         ) -> list[dg.DagsterRun]:
-    """Block until every run is finished; ``on_stuck`` once if they stay queued with no daemon."""
-    started = clock()
-    warned = False
+         give_up_after: float | None = 60.0, sleep: Callable[[float], None] = time.sleep,
+         clock: Callable[[], float] = time.monotonic) -> list[dg.DagsterRun]:
+    """Block until every run is finished.
+
+    Raises ``NoDaemon`` when the unfinished runs have all been queued for ``give_up_after`` seconds and no
+    daemon has sent a heartbeat: nothing would ever start them (``None``: wait anyway). A daemon that is
+    alive but busy (the queue is full) is waited for without a bound.
+    """
+    stuck_since: float | None = None
     while True:
         runs = [instance.get_run_by_id(run_id) for run_id in run_ids]
-        if all(r is not None and r.status in TERMINAL for r in runs):
+        pending = [r for r in runs if r is None or r.status not in TERMINAL]
+        if not pending:
             return [r for r in runs if r is not None]
-        queued = all(r is not None and r.status == dg.DagsterRunStatus.QUEUED for r in runs)
-        if not warned and on_stuck is not None and queued and clock() - started > stuck_after \
-                and not daemon_running(instance):
-            on_stuck()
-            warned = True
+        if all(r is not None and r.status == dg.DagsterRunStatus.QUEUED for r in pending):
+            now = clock()
+            stuck_since = now if stuck_since is None else stuck_since
+            if give_up_after is not None and now - stuck_since >= give_up_after \
+                    and not daemon_running(instance):
+                raise NoDaemon(now - stuck_since, len(pending))
+        else:
+            stuck_since = None
         sleep(poll_seconds)

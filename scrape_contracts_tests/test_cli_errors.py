@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,14 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     (["run", "books", "--partition", "zz", "--idempotency-key", "k"], 2, "has no target 'zz'"),
     (["targets", "add", "books", "https://books.example.com/9.html"], 2, "add URLs to its YAML"),
     (REVIEW, 1, "books/dune has nothing quarantined to review"),
+    (["run", "books", "--idempotency-key", "k", "--wait", "--timeout", "0"], 2,
+     "must be more than 0 seconds"),
+    (["run", "books", "--idempotency-key", "k", "--timeout", "soon"], 2, "not a number of seconds"),
+    (["run", "books", "--idempotency-key", "k", "--workspace", "/nonexistent/workspace.yaml"], 2,
+     "no workspace file at /nonexistent/workspace.yaml"),
+    (["dev", "--workspace", "nope.yaml"], 2, "no workspace file at nope.yaml"),
+    (["review", "accept", "books", "dune", "--reviewer", " ", "--reason", "r"], 2,
+     "--reviewer: must not be empty"),
 ])
 def test_user_errors_are_one_line(home: Path, capsys, argv: list[str], code: int, says: str) -> None:
     got, err = _cli(argv, capsys)
@@ -152,3 +161,31 @@ def test_dev_without_an_instance_says_to_run_the_demo(tmp_path: Path, monkeypatc
     code, err = _cli(["dev"], capsys)
     assert code == 1 and len(err.splitlines()) == 1
     assert "run `scrape-contracts demo` here first" in err and str(tmp_path) in err
+
+
+def test_run_wait_without_a_daemon_gives_up_with_how_to_start_one(demo_home: Path) -> None:
+    """The demo's instance queues runs; with no dagster-daemon nothing starts them: --wait ends, not hangs."""
+    started = time.monotonic()
+    done = subprocess.run([str(BIN / "scrape-contracts"), "run", "books", "--partition", "dune",
+                           "--idempotency-key", "no-daemon", "--wait", "--timeout", "3"],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ), cwd=REPO)
+    took = time.monotonic() - started
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "still queued after 3s and no dagster-daemon is running" in done.stderr
+    assert "dagster-daemon run -w workspace.yaml" in done.stderr and "run this command again" in done.stderr
+    assert "waiting up to 3s" in done.stdout
+    assert 3 <= took < 60
+    import dagster as dg
+
+    run = dg.DagsterInstance.get().get_run_by_id(done.stdout.split("launched run ")[1].split()[0])
+    assert run.status == dg.DagsterRunStatus.QUEUED  # still there for a daemon and the same command again
+
+
+def test_run_with_a_workspace_that_does_not_load(home: Path, tmp_path: Path, capsys) -> None:
+    workspace = tmp_path / "workspace.yaml"
+    workspace.write_text("load_from:\n  - python_module: no_such_module_xyz\n")
+    code, err = _cli(["run", "books", "--partition", "dune", "--idempotency-key", "k", "--workspace",
+                      str(workspace)], capsys)
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert f"cannot load the code location of {workspace}" in err and "no_such_module_xyz" in err

@@ -67,6 +67,9 @@ def ui(demo_home: Path, tmp_path: Path) -> Iterator[str]:
                 pass
             assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "dev.log").read_text()[-3000:]
             time.sleep(0.5)
+        said = (tmp_path / "dev.log").read_text()
+        # a new user's first screen: no warning about a dagster.yaml that is ignored, or about `dg dev`
+        assert "will not be used to configure Dagster" not in said and "is superseded" not in said, said
         yield base
     finally:
         # Ctrl-C is how `dagster dev` shuts its webserver, daemon and code servers down
@@ -109,6 +112,14 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         def body() -> str:
             return " ".join(page.inner_text("body").split())  # table cells and labels, one space apart
 
+        def check_partitions(asset: str, check: str) -> str:
+            """The check's Partitions tab: how many partitions it passes, fails or has no result for."""
+            show(f"/assets/{asset}?view=checks", "Latest execution")
+            page.get_by_text(check).first.click()
+            page.get_by_text("Partitions", exact=True).last.click()
+            page.get_by_text("Select a partition to view details").wait_for(timeout=30_000)
+            return body()
+
         def shot(name: str) -> None:
             page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
@@ -126,6 +137,19 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         shot("2_check_history")
         assert "neuromancer" in text and "more than the allowed 50%" in text
 
+        # the review sensor's tick that found them stands apart from the skipped ones: it requested a run
+        # of review_notice_job, which names the quarantined targets and records the command that decides them
+        text = show("/locations/scrape_contracts/sensors/review_sensor", "review_notice_job")
+        page.get_by_text("1 run requested").first.wait_for(timeout=90_000)
+        shot("2b_review_sensor_tick")
+        text = show("/runs", "review_notice_job")
+        shot("2c_review_notice_run")
+        assert "scrape_contracts/quarantined: books/neuromancer, books/hyperion" in text, text
+        text = show("/assets/scrape/books/candidate?view=events", "review_announced")
+        page.get_by_text("review_announced").first.wait_for(timeout=30_000)
+        text = body()
+        assert "scrape-contracts review accept|reject books" in text, text
+
         # the reviewer accepts, as the README says: the check passes on that partition, with who and why
         done = subprocess.run([str(BIN / "scrape-contracts"), "review", "accept", "books", "neuromancer",
                                "--reviewer", "alice", "--reason", "new edition"], capture_output=True, text=True,
@@ -136,6 +160,10 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         text = body()
         shot("3_check_passed_after_review")
         assert "Passed" in text and "neuromancer" in text and "reviewer alice" in text, text
+        # per partition, the list's "Failed" is hyperion, still waiting; neuromancer passes, by the reviewer
+        text = check_partitions("scrape/books/candidate", "change_within_limit")
+        shot("3b_check_partitions_after_review")
+        assert "Failed (1)" in text and "Passed (2)" in text and "Missing (0)" in text, text
 
         # a paused target says why on its partition, beside the data it still serves; nothing shows failed
         text = show(f"/assets/scrape/jobs?view=partitions&partition={JOB_TARGET}", "Latest materialization")
@@ -143,6 +171,10 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         text = body()
         shot("4_paused_target")
         assert "paused healing budget exhausted after 3 attempts" in text and "Failed (0)" in text, text
+        # its rejected candidates were not materialised, yet the check they failed says so per partition
+        text = check_partitions("scrape/jobs/candidate", "required_fields_present")
+        shot("4b_rejected_check_partitions")
+        assert "Failed (2)" in text and "Missing (0)" in text, text
 
         # the healed target: old and new selector
         text = show("/assets/scrape/books?view=partitions&partition=dune", "Latest materialization")
@@ -150,4 +182,11 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         text = body()
         shot("5_healed_target")
         assert 'price: #price → strong[data-field="price"]' in text, text
+        assert "version 2" in text and "dagster/row_count 1" in text, text
+
+        # the accepted data's columns: the contract's fields with their type, rules and selector
+        text = show("/assets/scrape/books", "Columns")
+        shot("6_columns")
+        columns = "price price non-nullable min 0 max_change_pct 50 selector in the contract: #price"
+        assert columns in text, text
         browser.close()

@@ -76,7 +76,8 @@ def build_activation_defs(result: LoadResult) -> tuple[list[dg.SensorDefinition]
     def deliver_events_job() -> None:
         deliver_events()
 
-    @dg.sensor(name="activation_sensor", job=deliver_events_job, minimum_interval_seconds=30,
+    # by name: a job object here makes Dagster warn (BetaWarning, owners) whenever resources are attached
+    @dg.sensor(name="activation_sensor", job_name=JOB_NAME, minimum_interval_seconds=30,
                default_status=dg.DefaultSensorStatus.RUNNING,
                description="Reads the outbox after its cursor and requests a delivery run per range of rows.")
     def activation_sensor(context: dg.SensorEvaluationContext, store: ProjectStoreResource) -> dg.SensorResult:

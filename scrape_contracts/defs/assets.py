@@ -10,6 +10,7 @@ import dagster as dg
 
 from scrape_contracts.adapters.store import Candidate, StoreError
 from scrape_contracts.contract.loader import LoadedContract
+from scrape_contracts.contract.model import Contract
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
@@ -145,7 +146,7 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
     def heal(context: dg.OpExecutionContext, validated: Validated, store: ProjectStoreResource,
              artifacts: ArtifactStoreResource) -> Iterator[dg.Output]:
         """Heal broken selectors (never inventing a value), diff, decide the outcome and store the candidate."""
-        from scrape_contracts.defs.checks import check_evaluations, contract_check_names
+        from scrape_contracts.defs.checks import aimed_at_latest, check_evaluations, contract_check_names
 
         emit = emitter(context, name)
         project_store = store.get()
@@ -153,15 +154,17 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         recorded = gate.store_candidate(project_store, result, context.run_id)
         if recorded.status == "quarantined":
             emit(Stage.QUARANTINED, {"candidate_id": recorded.candidate_id,
-                                     "reasons": [v.message for v in result.violations], "review": REVIEW_HINT})
+                                     "reasons": [v.message for v in result.violations],
+                                     "review": review_command(name, result.partition)})
         state = project_store.state(name, result.partition)
         if state.paused:
             context.log_event(target_state_observation(name, result.partition, state.pause_reason))
         if recorded.status == "rejected":
             # every check of the run, passed or failed: the check steps are skipped without a candidate
             violations = [v.as_dict() for v in result.violations]
-            for evaluation in check_evaluations(name, result.partition, contract_check_names(loaded), violations,
-                                                result.outcome.value, recorded.candidate_id):
+            evaluations = check_evaluations(name, result.partition, contract_check_names(loaded), violations,
+                                            result.outcome.value, recorded.candidate_id)
+            for evaluation in aimed_at_latest(context.instance, evaluations):
                 context.log_event(evaluation)
             emit(Stage.REJECTED, {"candidate_id": recorded.candidate_id,
                                   "reasons": [v["message"] for v in violations]})
@@ -184,6 +187,8 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         ins={"candidate": dg.AssetIn(candidate_key(name))}, io_manager_key="accepted_io_manager",
         description=f"Accepted records of contract {name!r}: what downstream pipelines read.",
         owners=_owners(contract.owners), kinds={"table"}, tags={"scrape_contracts/contract": name},
+        # the UI's Columns panel: one column per field, with its type, selector and rules
+        metadata={"dagster/column_schema": column_schema(contract)},
     )
     def accepted(context: dg.AssetExecutionContext, candidate: Candidate,
                  store: ProjectStoreResource) -> dg.MaterializeResult:
@@ -198,17 +203,28 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
             raise dg.Failure(description=(
                 f"not accepted: another run accepted a newer version of {name}/{candidate.partition} meanwhile, "
                 f"and against it this candidate is {recorded.status}: {recorded.quarantine_reason}"
-                + (f" ({REVIEW_HINT})" if recorded.status == "quarantined" else "")), allow_retries=False)
+                + (f" ({review_command(name, candidate.partition)})"
+                   if recorded.status == "quarantined" else "")),
+                allow_retries=False)
         context.log.info(f"candidate {candidate.id} ({candidate.outcome}): {recorded.status}")
+        # still paused (a review pending): said on the materialisation, which the partition page shows first
+        state = store.get().state(name, candidate.partition)
         return dg.MaterializeResult(metadata=accepted_metadata(
             outcome=candidate.outcome, candidate_id=candidate.id, url=candidate.url, record=candidate.record,
             version=recorded.accepted_version, new_version=recorded.status == "accepted",
-            heal=(candidate.details or {}).get("heal") or {}))
+            heal=(candidate.details or {}).get("heal") or {},
+            paused=state.pause_reason if state.paused else None))
 
     return ContractAssets(candidate, accepted)
 
 
 REVIEW_HINT = "accept or reject with review_job or `scrape-contracts review accept|reject C TARGET`"
+
+
+def review_command(contract: str, partition: str) -> str:
+    """What a reviewer runs for this target (the same decision is review_job in the Launchpad)."""
+    return (f"scrape-contracts review accept|reject {contract} {partition} --reviewer NAME --reason WHY "
+            "(or review_job in the Launchpad)")
 
 
 def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, Any]:
@@ -236,17 +252,37 @@ def selector_change_metadata(heal: dict[str, Any]) -> dict[str, Any]:
     return {"healed_selectors": dg.MetadataValue.md("\n".join(lines))} if lines else {}
 
 
+def column_schema(contract: Contract) -> dg.TableSchema:
+    """The record's columns as the contract declares them (a heal changes selectors, never columns)."""
+    columns = []
+    for name, spec in contract.fields.items():
+        rules = spec.rules
+        given = (("min", rules.min), ("max", rules.max), ("expected", rules.expected),
+                 ("max_change_pct", rules.max_change_pct), ("pattern", spec.pattern),
+                 ("normalise", ", ".join(spec.normalise) or None))
+        other = [f"{label} {value:g}" if isinstance(value, float) else f"{label} {value}"
+                 for label, value in given if value is not None]
+        columns.append(dg.TableColumn(
+            name=name, type=spec.type, description=f"selector in the contract: {spec.selector}",
+            constraints=dg.TableColumnConstraints(nullable=not spec.required, other=other)))
+    return dg.TableSchema(columns=columns)
+
+
 def accepted_metadata(*, outcome: str, candidate_id: int, url: str, record: dict[str, Any],
                       version: int | None, new_version: bool, heal: dict[str, Any],
-                      stages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                      stages: list[dict[str, Any]] | None = None,
+                      paused: str | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "outcome": str(outcome), "candidate_id": candidate_id, "url": dg.MetadataValue.url(url),
         "version": version or 0, "new_version": new_version,
+        "dagster/row_count": 1,  # a partition's accepted data is one record: the target page's
         "record": dg.MetadataValue.json(_jsonable(record)),
         **selector_change_metadata(heal),
     }
     if stages is not None:
         metadata["stages"] = dg.MetadataValue.json(_jsonable(stages))
+    if paused:
+        metadata["paused"] = paused
     return metadata
 
 

@@ -26,10 +26,10 @@ from scrape_contracts import settings
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.adapters.store import REVIEW_PAUSE
 from scrape_contracts.defs.assets import (
-    REVIEW_HINT, _jsonable, accepted_key, accepted_metadata, candidate_key, stage_description,
+    _jsonable, accepted_key, accepted_metadata, candidate_key, review_command, stage_description,
     target_state_observation,
 )
-from scrape_contracts.defs.checks import check_metadata
+from scrape_contracts.defs.checks import aimed_at_latest, check_metadata
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.engine.validate import check_names
@@ -88,7 +88,8 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
     for check in checks:
         if check in failing or check in failed_before.get(partition, set()):
             passed, metadata, description = check_metadata(check, violations, result.outcome.value,
-                                                           recorded.candidate_id)
+                                                           recorded.candidate_id,
+                                                           review_command(name, partition))
             others.append(dg.AssetCheckEvaluation(
                 asset_key=key, check_name=check, passed=passed, partition=partition,
                 severity=dg.AssetCheckSeverity.ERROR, description=description, metadata=metadata))
@@ -113,7 +114,7 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
             "reasons": _jsonable([v.message for v in result.violations]),
             "stages": dg.MetadataValue.json(_jsonable(_story(outcome)))}
         if recorded.status == "quarantined":
-            metadata["review"] = REVIEW_HINT
+            metadata["review"] = review_command(name, partition)
         others.append(dg.AssetObservation(asset_key=key, partition=partition, metadata=metadata,
                                           description=stage_description(stage, metadata)))
     return [], others
@@ -182,7 +183,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
             for outcome in chunk:
                 mats, others = _target_events(loaded, outcome, checks, failed_before)
                 materialisations += mats
-                yield from others
+                yield from aimed_at_latest(context.instance, others)
                 if outcome.recorded is not None and outcome.recorded.status == "unchanged":
                     unchanged.append(outcome.partition)
                 if outcome.failure is not None:

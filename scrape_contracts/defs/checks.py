@@ -15,7 +15,7 @@ from dagster._utils.warnings import PreviewWarning
 
 from scrape_contracts.adapters.store import Candidate
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.defs.assets import candidate_key
+from scrape_contracts.defs.assets import REVIEW_HINT, candidate_key, review_command
 from scrape_contracts.defs.metadata import bounded, bounded_text
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.engine.validate import (
@@ -50,8 +50,8 @@ def _description(name: str) -> str:
     return _DESCRIPTIONS[name]
 
 
-def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, candidate_id: int
-                   ) -> tuple[bool, dict[str, Any], str | None]:
+def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, candidate_id: int,
+                   review: str | None = None) -> tuple[bool, dict[str, Any], str | None]:
     """(passed, metadata, description) of one check, from the violations the engine found."""
     # values from the page can be huge: every string is cut to the metadata limit (defs/metadata.py)
     mine = bounded([v for v in violations if v["check"] == check])
@@ -67,7 +67,7 @@ def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, c
             "violations": dg.MetadataValue.json(mine),
         })
         if check == CHANGE_CHECK:
-            metadata["review"] = "quarantined: accept or reject with review_job or `scrape-contracts review`"
+            metadata["review"] = f"quarantined: {review or REVIEW_HINT}"
     return not mine, metadata, _summary(mine)
 
 
@@ -85,11 +85,44 @@ def check_evaluations(contract: str, partition: str, checks: list[str], violatio
     rejected candidate is not materialised, so its check steps do not run; batched runs)."""
     evaluations = []
     for check in checks:
-        passed, metadata, description = check_metadata(check, violations, outcome, candidate_id)
+        passed, metadata, description = check_metadata(check, violations, outcome, candidate_id,
+                                                       review_command(contract, partition))
         evaluations.append(dg.AssetCheckEvaluation(
             asset_key=candidate_key(contract), check_name=check, passed=passed, partition=partition,
             severity=dg.AssetCheckSeverity.ERROR, description=description, metadata=metadata))
     return evaluations
+
+
+def aimed_at_latest(instance: dg.DagsterInstance, events: list[Any]) -> list[Any]:
+    """``events`` with each check evaluation aimed at its partition's latest candidate materialisation.
+
+    The UI shows a partition's check status only when its latest evaluation targets the partition's latest
+    materialisation, and "Missing" otherwise; an evaluation logged outside a check step (a rejected candidate
+    is not materialised, a batched run, a reviewer's accept) targets none unless it says so.
+    """
+    # private in 1.13 (pinned): the pointer a check step fills in for its own evaluations
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+        AssetCheckEvaluationTargetMaterializationData as Target,
+    )
+
+    targets: dict[tuple[dg.AssetKey, str | None], Any] = {}
+    aimed = []
+    for event in events:
+        if not isinstance(event, dg.AssetCheckEvaluation) or event.target_materialization_data is not None:
+            aimed.append(event)
+            continue
+        where = (event.asset_key, event.partition)
+        if where not in targets:
+            records = instance.fetch_materializations(dg.AssetRecordsFilter(
+                asset_key=event.asset_key, asset_partitions=[event.partition] if event.partition else None),
+                limit=1).records
+            targets[where] = Target(storage_id=records[0].storage_id, run_id=records[0].run_id,
+                                    timestamp=records[0].timestamp) if records else None
+        aimed.append(dg.AssetCheckEvaluation(
+            asset_key=event.asset_key, check_name=event.check_name, passed=event.passed, metadata=event.metadata,
+            target_materialization_data=targets[where], severity=event.severity, description=event.description,
+            blocking=event.blocking, partition=event.partition))
+    return aimed
 
 
 def contract_check_names(loaded: LoadedContract) -> list[str]:
@@ -99,7 +132,8 @@ def contract_check_names(loaded: LoadedContract) -> list[str]:
 
 def _result(check: str, candidate: Candidate) -> dg.AssetCheckResult:
     passed, metadata, description = check_metadata(check, (candidate.details or {}).get("violations", []),
-                                                   candidate.outcome, candidate.id)
+                                                   candidate.outcome, candidate.id,
+                                                   review_command(candidate.contract, candidate.partition))
     return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata,
                                description=description)
 

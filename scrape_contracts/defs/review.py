@@ -6,9 +6,13 @@ import dagster as dg
 
 from scrape_contracts.adapters.notify import LogNotifier, ReviewNotice
 from scrape_contracts.adapters.store import StoreError
-from scrape_contracts.defs.assets import accepted_key, candidate_key, target_state_observation
+from scrape_contracts.defs.assets import (
+    accepted_key, candidate_key, review_command, target_state_observation,
+)
+from scrape_contracts.defs.checks import aimed_at_latest
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.resources import ProjectStoreResource
+from scrape_contracts.service.records import Stage
 
 
 class ReviewConfig(dg.Config):
@@ -38,11 +42,13 @@ def review_decision(context: dg.OpExecutionContext, config: ReviewConfig, store:
     candidate = store.get().candidate(review.candidate_id)
     if review.decision == "accept":
         # the checks that quarantined it pass now, by the reviewer's word: the UI stops showing them failed
-        for evaluation in _accepted_evaluations(config.contract, config.partition, candidate, verdict, metadata):
+        evaluations = _accepted_evaluations(config.contract, config.partition, candidate, verdict, metadata)
+        for evaluation in aimed_at_latest(context.instance, evaluations):
             context.log_event(evaluation)
         context.log_event(dg.AssetMaterialization(
             asset_key=accepted_key(config.contract), partition=config.partition,
             metadata={**metadata, "stage": "accepted", "outcome": "valid", "version": review.accepted_version,
+                      "dagster/row_count": 1,
                       "record": dg.MetadataValue.json(bounded(candidate.record))},
         ))
     state = store.get().state(config.contract, config.partition)
@@ -108,21 +114,56 @@ def target_state_job() -> None:
     set_target_state()
 
 
-@dg.sensor(name="review_sensor", minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Announces each newly quarantined candidate once (cursor = last candidate id).")
+class ReviewNoticeConfig(dg.Config):
+    candidate_ids: list[int]
+
+
+@dg.op(name="announce_review")
+def announce_review(context: dg.OpExecutionContext, config: ReviewNoticeConfig,
+                    store: ProjectStoreResource) -> None:
+    """Tell reviewers about each quarantined candidate (destinations plug in behind ``Notifier``) and mark its
+    partition with a ``review_announced`` observation that says what to do."""
+    notifier = LogNotifier(context.log)
+    for candidate_id in config.candidate_ids:
+        candidate = store.get().candidate(candidate_id)
+        if candidate is None or candidate.status != "quarantined":
+            context.log.info(f"candidate {candidate_id}: no longer waiting for review, not announced")
+            continue
+        reasons = [v["message"] for v in (candidate.details or {}).get("violations", [])]
+        notifier.notify(ReviewNotice(candidate.contract, candidate.partition, candidate.id, candidate.url,
+                                     reasons, candidate.record))
+        what_to_do = review_command(candidate.contract, candidate.partition)
+        context.log_event(dg.AssetObservation(
+            asset_key=candidate_key(candidate.contract), partition=candidate.partition,
+            metadata={"stage": Stage.REVIEW_ANNOUNCED.value, "candidate_id": candidate.id,
+                      "reasons": bounded(reasons),
+                      "review": what_to_do},
+            description=f"review_announced: {'; '.join(reasons)}"[:300]))
+
+
+@dg.job(name="review_notice_job", tags={"scrape_contracts/kind": "review_notice"},
+        description="Announces quarantined candidates to reviewers; launched by review_sensor, one run per "
+                    "tick that finds new ones.")
+def review_notice_job() -> None:
+    announce_review()
+
+
+@dg.sensor(name="review_sensor", job_name="review_notice_job", minimum_interval_seconds=60,
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Finds newly quarantined candidates (cursor = last candidate id) and requests a "
+                       "review_notice_job run that announces them; other ticks skip.")
 def review_sensor(context: dg.SensorEvaluationContext, store: ProjectStoreResource) -> dg.SensorResult:
     after = json.loads(context.cursor)["after_id"] if context.cursor else 0
     found = store.get().quarantined(after_id=after)
     if not found:
         return dg.SensorResult(skip_reason=f"no newly quarantined candidates (after id {after})")
-    notifier = LogNotifier(context.log)
-    events = []
-    for candidate in found:
-        reasons = [v["message"] for v in candidate.details.get("violations", [])]
-        notifier.notify(ReviewNotice(candidate.contract, candidate.partition, candidate.id, candidate.url,
-                                     reasons, candidate.record))
-        events.append(dg.AssetObservation(
-            asset_key=candidate_key(candidate.contract), partition=candidate.partition,
-            metadata={"stage": "review_announced", "candidate_id": candidate.id, "reasons": bounded(reasons)},
-        ))
-    return dg.SensorResult(asset_events=events, cursor=json.dumps({"after_id": found[-1].id}))
+    targets = ", ".join(f"{c.contract}/{c.partition}" for c in found)
+    # a tick that requests a run is marked apart from the skipped ones in the sensor's tick history, and
+    # its run says what waits for review; the run key makes a re-evaluated tick launch nothing twice
+    context.log.warning(f"{len(found)} candidate(s) quarantined, waiting for review: {targets}")
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(
+            run_key=f"review_notice:{found[0].id}-{found[-1].id}",
+            run_config={"ops": {"announce_review": {"config": {"candidate_ids": [c.id for c in found]}}}},
+            tags={"scrape_contracts/quarantined": targets[:200] + ("…" if len(targets) > 200 else "")})],
+        cursor=json.dumps({"after_id": found[-1].id}))

@@ -31,11 +31,22 @@ def _shop(harness: Harness, site, price: str = "$100.00") -> None:
 
 
 def _review_sensor_reports(harness: Harness, cursor: str | None) -> tuple[list, str | None]:
-    sensor = harness.definitions().resolve_sensor_def("review_sensor")
+    """One tick of review_sensor and the review_notice_job run it requests (as the daemon would launch it):
+    the observations that run records."""
+    defs = harness.definitions()
+    sensor = defs.resolve_sensor_def("review_sensor")
     with dg.build_sensor_context(instance=harness.instance, cursor=cursor,
-                                 resources=harness.definitions().resources) as context:
+                                 resources=defs.resources) as context:
         result = sensor(context)
-    return list(result.asset_events or []), result.cursor or cursor
+    if not result.run_requests:
+        assert result.skip_reason is not None and "no newly quarantined" in result.skip_reason.skip_message
+        return [], result.cursor or cursor
+    [request] = result.run_requests
+    run = defs.resolve_job_def("review_notice_job").execute_in_process(
+        run_config=request.run_config, instance=harness.instance, tags=request.tags)
+    assert run.success
+    events = [e.event_specific_data.asset_observation for e in run.all_events if e.is_asset_observation]
+    return events, result.cursor
 
 
 def test_small_change_accepted_big_change_quarantined_then_accepted(harness: Harness, site) -> None:
@@ -62,6 +73,8 @@ def test_small_change_accepted_big_change_quarantined_then_accepted(harness: Har
     events, cursor = _review_sensor_reports(harness, None)
     assert [(e.partition, e.metadata["stage"].value) for e in events] == [("p1", "review_announced")]
     assert "110.0 → 900.0" in str(events[0].metadata["reasons"].value)
+    assert "110.0 → 900.0" in events[0].description
+    assert events[0].metadata["review"].value.startswith("scrape-contracts review accept|reject shop p1")
     again, cursor = _review_sensor_reports(harness, cursor)
     assert again == []
 

@@ -19,7 +19,8 @@ from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.diff import diff_records
 from scrape_contracts.engine.extract import Extraction, extract_record
 from scrape_contracts.engine.outcome import Outcome, decide_outcome
-from scrape_contracts.engine.validate import CHANGE_CHECK, validate_rules, validate_schema
+from scrape_contracts.engine.rendering import browser_hint
+from scrape_contracts.engine.validate import CHANGE_CHECK, REQUIRED_CHECK, validate_rules, validate_schema
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
 )
@@ -123,10 +124,13 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
     extraction = extract_record(html, loaded.contract.fields, selectors.selectors,
                                 limits=settings.engine_limits(), page_url=fetched.final_url)
     extraction, used, fallback = _earlier_layout(loaded, html, selectors, extraction, fetched.final_url)
+    hint = None
+    if loaded.contract.fetch.adapter != "browser":
+        hint = browser_hint(html, extraction.problems, list(loaded.contract.fields))
     emit(Stage.EXTRACTED, {"record": extraction.record, "selector_version": selectors.version,
                            "problems": [dataclasses.asdict(p) for p in extraction.problems],
-                           **({"contract_selectors": fallback} if fallback else {})})
-    return Extracted(fetched, extraction.record, extraction.problems, selectors.version, used)
+                           **({"contract_selectors": fallback} if fallback else {}), **({"hint": hint} if hint else {})})
+    return Extracted(fetched, extraction.record, extraction.problems, selectors.version, used, hint=hint)
 
 
 def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersion, extraction: Extraction,
@@ -161,6 +165,9 @@ def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Valida
     violations = tuple(schema_violations + validate_rules(
         extracted.record, contract.fields, previous.record if previous else None,
         contract.expected_for(extracted.fetched.partition)))
+    if extracted.hint:
+        violations = tuple(dataclasses.replace(v, message=f"{v.message}; {extracted.hint}")
+                           if v.check == REQUIRED_CHECK else v for v in violations)
     for violation in violations:
         emit(Stage.VIOLATION_FOUND, violation.as_dict())
     return Validated(extracted, violations)

@@ -19,7 +19,7 @@ from scrape_contracts.adapters.fetch import messages
 from scrape_contracts.adapters.fetch.browser.chromium import (
     LAUNCH_ARGS, BrowserUnavailable, find_chromium, launch_problem,
 )
-from scrape_contracts.adapters.fetch.browser.proxy import REFUSED_HEADER, GuardProxy
+from scrape_contracts.adapters.fetch.browser.proxy import REFUSED_HEADER, GuardProxy, Refusal
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, FetchError, Page
 from scrape_contracts.adapters.fetch.policy import RETRY_STATUSES
 from scrape_contracts.adapters.fetch.urls import redact_url, url_problem
@@ -214,24 +214,28 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                              "slow or unreachable; raise fetch.browser.timeout_s if it is just slow)",
                              kind="timeout", url=safe_url, transient=True) from None
         except PlaywrightError as exc:
-            if proxy.refusals and "ERR_TUNNEL_CONNECTION_FAILED" in str(exc):
-                # an https page (or a redirect to one) whose tunnel the proxy refused
-                reason = proxy.refusals[-1].reason
-                raise FetchError(f"GET {safe_url} refused: {reason}", kind="blocked_address", url=safe_url) from None
+            if proxy.refusals:
+                # nothing but the page itself (or a redirect of it) is requested before it loads, so a refusal
+                # then is the page's: a refused tunnel or the proxy's 403, which Chromium reports as errors
+                raise self._blocked(safe_url, proxy.refusals[-1]) from None
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise FetchError(f"GET {safe_url} failed: {first} (check the URL and that the site is up — usually "
                              "temporary)", kind="connection", url=safe_url, transient=True) from None
-        if response is not None and response.headers.get(REFUSED_HEADER.lower()):
-            # the proxy refused the page itself, or a redirect of it to a refused address
-            where = redact_url(response.url)
-            reason = next((r.reason for r in proxy.refusals if r.url == where), "refused by the address guard")
-            redirected = f"it redirected to {where}, and " if where != safe_url else ""
-            raise FetchError(f"GET {safe_url} refused: {redirected}{reason}", kind="blocked_address", url=safe_url)
+        if response is not None and response.headers.get(REFUSED_HEADER.lower()) and proxy.refusals:
+            raise self._blocked(safe_url, proxy.refusals[-1])
         if response is not None and not 200 <= response.status < 300:
             status = response.status
             raise FetchError(f"GET {safe_url} {messages.failed_status(status, response.status_text)}",
                              kind="http_status", url=safe_url, status=status, transient=status in RETRY_STATUSES)
         return response
+
+    @staticmethod
+    def _blocked(safe_url: str, refusal: Refusal) -> FetchError:
+        """The page itself, or a redirect of it, was refused by the address guard."""
+        where = refusal.url
+        redirected = f"it redirected to {where}, and " if where.rstrip("/") != safe_url.rstrip("/") else ""
+        return FetchError(f"GET {safe_url} refused: {redirected}{refusal.reason}", kind="blocked_address",
+                          url=safe_url)
 
     async def _settle(self, page: Any, inflight: _Inflight, safe_url: str) -> None:
         """Network idle, click steps and ``wait_for``, in that order, each bounded by browser.timeout_s."""

@@ -165,9 +165,12 @@ def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Valida
     violations = tuple(schema_violations + validate_rules(
         extracted.record, contract.fields, previous.record if previous else None,
         contract.expected_for(extracted.fetched.partition)))
-    if extracted.hint:
-        violations = tuple(dataclasses.replace(v, message=f"{v.message}; {extracted.hint}")
-                           if v.check == REQUIRED_CHECK else v for v in violations)
+    missing = [i for i, v in enumerate(violations) if v.check == REQUIRED_CHECK]
+    if extracted.hint and missing:
+        # once, with the first missing field: the check's description joins the messages of all of them
+        first = violations[missing[0]]
+        violations = (*violations[:missing[0]], dataclasses.replace(first, message=f"{first.message}; {extracted.hint}"),
+                      *violations[missing[0] + 1:])
     for violation in violations:
         emit(Stage.VIOLATION_FOUND, violation.as_dict())
     return Validated(extracted, violations)

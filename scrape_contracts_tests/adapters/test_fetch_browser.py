@@ -6,16 +6,20 @@ fresh browser context of that browser.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import threading
+import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 
-from scrape_contracts.adapters.fetch import FetchError
-from scrape_contracts.adapters.fetch.browser import BrowserFetcher
+from scrape_contracts.adapters.fetch import FetchError, Page
+from scrape_contracts.adapters.fetch.browser import AsyncBrowserFetcher, BrowserFetcher
 from scrape_contracts.contract.model import BrowserSettings
 from scrape_contracts_tests.browser_site import DEAL, SHOP, require_chromium, serve_deal
-from scrape_contracts_tests.fixture_site import FixtureSite, Response
+from scrape_contracts_tests.fixture_site import FixtureSite, Request, Response
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -176,3 +180,34 @@ def test_missing_chromium_is_one_line_that_says_how_to_install_it(shop: FixtureS
         finally:
             fetcher.close()
         assert fetcher.fetcher.launches == 0
+
+
+def test_one_browser_renders_at_most_max_pages_at_once(shop: FixtureSite) -> None:
+    require_chromium()
+    lock = threading.Lock()
+    now = {"in_flight": 0, "most": 0}
+
+    def slow_deal(_request: Request) -> Response:
+        with lock:
+            now["in_flight"] += 1
+            now["most"] = max(now["most"], now["in_flight"])
+        time.sleep(0.4)
+        with lock:
+            now["in_flight"] -= 1
+        return Response(200, json.dumps(DEAL).encode(), {"Content-Type": "application/json"})
+
+    urls = []
+    for i in range(5):
+        urls.append(serve_deal(shop, f"/pool/{i}"))
+        shop.set_handler(f"/pool/{i}.json", slow_deal)
+
+    async def render_all() -> tuple[list[Page], int]:
+        fetcher = AsyncBrowserFetcher(browser=BrowserSettings(**CONSENT), max_pages=2,
+                                      allowed_hosts=[urlsplit(shop.base_url).netloc])
+        async with fetcher:
+            pages = await asyncio.gather(*(fetcher.fetch(url) for url in urls))
+        return list(pages), fetcher.launches
+
+    pages, launches = asyncio.run(render_all())
+    assert all(DEAL["title"] in page.html for page in pages)
+    assert launches == 1 and now["most"] == 2

@@ -181,9 +181,12 @@ class ClickStep(_Strict):
     """A button the browser clicks after the page loaded: a consent banner, a "load more" button."""
 
     selector: str = Field(description="CSS selector of the element to click (the first visible match).")
-    times: int = Field(1, ge=1, le=100, description="Click up to this many times, while the element is there.")
+    times: int = Field(
+        1, ge=1, le=100, description="Click up to this many times, while the element is there."
+    )
     optional: bool = Field(
-        False, description="No such element is fine (a banner shown to some visitors only); otherwise the fetch fails."
+        False,
+        description="No such element is fine (a banner shown to some visitors only); else the fetch fails.",
     )
 
     @field_validator("selector")
@@ -265,8 +268,8 @@ class FetchSettings(_Strict):
         if self.adapter == "browser" and self.headers:
             # Chromium keeps request headers set by interception on every redirect hop, whatever its origin:
             # credentials meant for the site could reach another one, so none are sent until that is solved
-            raise ValueError("fetch.headers are not sent by the browser adapter (a redirect would carry them to "
-                             "other sites); remove them, or use the http adapter for pages that need them")
+            raise ValueError("fetch.headers are not sent by the browser adapter (a redirect would carry them "
+                             "to other sites); remove them, or use the http adapter for pages that need them")
         if self.browser is not None and self.adapter != "browser":
             raise ValueError(f"fetch.browser is only read by the browser adapter; set `adapter: browser` "
                              f"(now {self.adapter!r}) or remove fetch.browser")

@@ -21,7 +21,8 @@ def has_scripts(html: str) -> bool:
     """Whether ``html`` has a script a browser would run (inline or ``src``)."""
     for script in parsel.Selector(text=html).xpath("//script"):
         kind = (script.attrib.get("type") or "").split(";")[0].strip().lower()
-        if kind in _EXECUTABLE and (script.attrib.get("src") or "".join(script.xpath("text()").getall()).strip()):
+        code = "".join(script.xpath("text()").getall()).strip()
+        if kind in _EXECUTABLE and (script.attrib.get("src") or code):
             return True
     return False
 

@@ -129,7 +129,8 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
         hint = browser_hint(html, extraction.problems, list(loaded.contract.fields))
     emit(Stage.EXTRACTED, {"record": extraction.record, "selector_version": selectors.version,
                            "problems": [dataclasses.asdict(p) for p in extraction.problems],
-                           **({"contract_selectors": fallback} if fallback else {}), **({"hint": hint} if hint else {})})
+                           **({"contract_selectors": fallback} if fallback else {}),
+                           **({"hint": hint} if hint else {})})
     return Extracted(fetched, extraction.record, extraction.problems, selectors.version, used, hint=hint)
 
 
@@ -169,8 +170,8 @@ def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Valida
     if extracted.hint and missing:
         # once, with the first missing field: the check's description joins the messages of all of them
         first = violations[missing[0]]
-        violations = (*violations[:missing[0]], dataclasses.replace(first, message=f"{first.message}; {extracted.hint}"),
-                      *violations[missing[0] + 1:])
+        hinted = dataclasses.replace(first, message=f"{first.message}; {extracted.hint}")
+        violations = (*violations[:missing[0]], hinted, *violations[missing[0] + 1:])
     for violation in violations:
         emit(Stage.VIOLATION_FOUND, violation.as_dict())
     return Validated(extracted, violations)

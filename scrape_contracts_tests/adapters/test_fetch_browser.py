@@ -102,7 +102,10 @@ def test_every_request_of_the_page_goes_through_the_address_guard(shop: FixtureS
       fetch("{secret}").catch(() => 0);
       fetch("/hop").catch(() => 0);
       var img = new Image(); img.src = "http://10.1.2.3/pixel.gif";
-      setTimeout(() => {{ document.getElementById("out").innerHTML = '<p class="deal-price">done</p>'; }}, 300);
+      try {{ new WebSocket("ws://{urlsplit(internal.base_url).netloc}/socket"); }} catch (e) {{}}
+      setTimeout(() => {{
+        document.getElementById("out").innerHTML = '<p class="deal-price">done</p>';
+      }}, 300);
     </script></body></html>""")
     page = browser.fetch(shop.url("/hostile"))
     refused = {r["url"]: r["reason"] for r in page.attempts[0]["requests_refused"]}
@@ -110,6 +113,8 @@ def test_every_request_of_the_page_goes_through_the_address_guard(shop: FixtureS
     # the redirect hop to the internal port is refused like the direct request (two refusals, one URL)
     assert "a loopback address" in refused[secret]
     assert "a private address" in refused["http://10.1.2.3/pixel.gif"]
+    # a WebSocket is a tunnel through the proxy: checked the same way
+    assert "a loopback address" in refused[f"CONNECT {urlsplit(internal.base_url).netloc}"]
     assert internal.requests == []  # nothing reached the internal service
     assert len(shop.requests_to("/hop")) == 1
 
@@ -126,7 +131,8 @@ def test_a_page_that_redirects_to_a_refused_address_is_not_fetched(shop: Fixture
 
 
 def test_load_more_is_clicked_up_to_its_bound(shop: FixtureSite) -> None:
-    shop.set_page("/more", """<html><body><ul id="items"><li>item 1</li></ul><button id="more">Load more</button>
+    shop.set_page("/more", """<html><body><ul id="items"><li>item 1</li></ul>
+      <button id="more">Load more</button>
       <script>
         var n = 1;
         document.getElementById("more").onclick = function () {

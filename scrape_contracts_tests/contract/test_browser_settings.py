@@ -39,9 +39,9 @@ def test_browser_settings_mistakes_are_reported_with_their_place(tmp_path: Path,
     out = capsys.readouterr().out
     errors = [line for line in out.splitlines() if line.startswith("error")]
     places = sorted(line.split(": ")[1] for line in errors)
-    assert places == sorted(["fetch.browser.wait_for", "fetch.browser.timeout_s", "fetch.browser.clicks[0].selector",
-                             "fetch.browser.clicks[0].times", "fetch.browser.clicks[1].selector",
-                             "fetch.browser.clicks[1].selectr"]), out
+    assert places == sorted(["fetch.browser.wait_for", "fetch.browser.timeout_s",
+                             "fetch.browser.clicks[0].selector", "fetch.browser.clicks[0].times",
+                             "fetch.browser.clicks[1].selector", "fetch.browser.clicks[1].selectr"]), out
     assert "must be a plain CSS selector" in out and "is not valid CSS" in out
     assert all("shop.yaml:" in line for line in errors)
 
@@ -50,11 +50,13 @@ def test_headers_and_browser_settings_need_the_browser_adapter_right(tmp_path: P
     folder = tmp_path / "headers"
     folder.mkdir()
     fixed = MISTAKES.replace('".price::text"', '".price"').replace("timeout_s: 0", "timeout_s: 5")
-    fixed = fixed.replace('{selector: "button[", times: 0}', '{selector: "button"}').replace("selectr", "selector")
+    fixed = fixed.replace('{selector: "button[", times: 0}', '{selector: "button"}')
+    fixed = fixed.replace("selectr", "selector")
     (folder / "shop.yaml").write_text(textwrap.dedent(fixed))
     assert main(["--contracts-dir", str(folder), "validate"]) == 1
     assert "fetch.headers are not sent by the browser adapter" in capsys.readouterr().out
 
     (tmp_path / "shop.yaml").write_text(textwrap.dedent(BROWSER_ON_HTTP))
     assert main(["--contracts-dir", str(tmp_path), "validate"]) == 1
-    assert "fetch.browser is only read by the browser adapter; set `adapter: browser`" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "fetch.browser is only read by the browser adapter; set `adapter: browser`" in out

@@ -53,7 +53,8 @@ def test_a_batch_renders_every_target_in_the_browser(sqlite_harness: Harness, si
     monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "2")  # two worker processes, one browser each
     harness = sqlite_harness
     deals = {f"d{i}": {"title": f"Deal {i}", "sku": f"BK-{i:04d}", "price": f"${i + 1}.50"} for i in range(4)}
-    write_deal_contract(harness, {key: serve_deal(site, f"/deals/{key}", deal) for key, deal in deals.items()})
+    urls = {key: serve_deal(site, f"/deals/{key}", deal) for key, deal in deals.items()}
+    write_deal_contract(harness, urls)
 
     result = run_batch(harness, "deal")
 

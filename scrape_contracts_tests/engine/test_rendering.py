@@ -19,14 +19,15 @@ def _hint(html: str) -> str | None:
 def test_a_script_filled_shell_gets_the_hint() -> None:
     assert EXAMPLE_CONTRACT.exists()
     assert _hint((SHOP / "deal.html").read_text()) == BROWSER_HINT
-    assert _hint('<html><body><div id="root"></div><script src="/app.js"></script></body></html>') == BROWSER_HINT
+    shell = '<html><body><div id="root"></div><script src="/app.js"></script></body></html>'
+    assert _hint(shell) == BROWSER_HINT
 
 
 def test_no_hint_without_scripts_or_when_a_field_matched() -> None:
     # a page without code: the selectors are wrong, not the adapter
     assert _hint("<html><body><h2>gone</h2></body></html>") is None
     # JSON-LD and JSON data blocks are not code a browser runs, nor is an empty script
-    assert not has_scripts('<script type="application/ld+json">{"@type": "Product"}</script><script></script>')
+    assert not has_scripts('<script type="application/ld+json">{"@type": "Book"}</script><script></script>')
     assert _hint('<html><body><script type="application/ld+json">{}</script></body></html>') is None
     # one field found: the page is rendered enough, the others are a selector (or healing) problem
     assert _hint('<html><body><h1 class="deal-title">t</h1><script>x()</script></body></html>') is None

@@ -93,9 +93,9 @@ def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, 
     # imported here: Playwright is only loaded by contracts that render pages
     from scrape_contracts.adapters.fetch.browser import AsyncBrowserFetcher, BrowserFetcher
 
-    options = dict(browser=settings.browser_settings, timeout_s=settings.timeout_s, deadline_s=settings.deadline_s,
-                   max_bytes=settings.max_bytes, allow_private_addresses=settings.allow_private_addresses,
-                   environ=environ)
+    options = dict(browser=settings.browser_settings, timeout_s=settings.timeout_s,
+                   deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
+                   allow_private_addresses=settings.allow_private_addresses, environ=environ)
     return BrowserFetcher(**options) if sync else AsyncBrowserFetcher(max_pages=max_pages, **options)
 
 

@@ -11,4 +11,6 @@ from scrape_contracts.adapters.fetch.browser.proxy import GuardProxy, Refusal
 from scrape_contracts.adapters.fetch.browser.render import AsyncBrowserFetcher
 from scrape_contracts.adapters.fetch.browser.sync import BrowserFetcher
 
-__all__ = ["AsyncBrowserFetcher", "BrowserFetcher", "BrowserUnavailable", "GuardProxy", "Refusal", "find_chromium"]
+__all__ = [
+    "AsyncBrowserFetcher", "BrowserFetcher", "BrowserUnavailable", "GuardProxy", "Refusal", "find_chromium",
+]

@@ -79,7 +79,7 @@ class GuardProxy:
             await self._server.wait_closed()
 
     async def _check(self, url: str) -> tuple[str, ...] | None:
-        # the guard resolves host names with getaddrinfo: off the loop, so one slow DNS answer delays one request
+        # the guard resolves names with getaddrinfo: off the loop, so a slow DNS answer delays one request
         return await asyncio.get_running_loop().run_in_executor(None, self._guard.check, url)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -102,16 +102,17 @@ class GuardProxy:
         method, target, version = request_line.decode("latin-1").split(" ", 2)
         if method == "CONNECT":
             host, _, port = target.rpartition(":")
-            url = f"https://{target}/"
+            # the guard checks URLs; a tunnel (HTTPS, WebSocket) names only host and port
+            url, label = f"https://{target}/", f"CONNECT {target}"
             forward = b""
         else:
-            url = target
+            url = label = target
             host, port, path = _split_absolute(target)
             headers = [line for line in rest.split(b"\r\n")
                        if line and not line.lower().startswith(_PROXY_HEADERS)]
             forward = (f"{method} {path} {version}\r\n".encode("latin-1")
                        + b"".join(line + b"\r\n" for line in headers) + b"Connection: close\r\n\r\n")
-        addresses = await self._allowed(url)
+        addresses = await self._allowed(url, label)
         if addresses is False:
             writer.write(b"HTTP/1.1 403 Forbidden\r\n" + REFUSED_HEADER.encode() + b": refused\r\n"
                          b"Content-Length: 0\r\nConnection: close\r\n\r\n")
@@ -134,15 +135,16 @@ class GuardProxy:
         finally:
             up_writer.close()
 
-    async def _allowed(self, url: str) -> tuple[str, ...] | None | bool:
-        """The addresses to connect to (None: as named), or False when the guard refused (recorded)."""
+    async def _allowed(self, url: str, label: str) -> tuple[str, ...] | None | bool:
+        """The addresses to connect to (None: as named), or False when the guard refused (recorded as
+        ``label``: the URL, or ``CONNECT host:port`` for a tunnel)."""
         try:
             return await self._check(url)
         except AddressBlocked as exc:
             hint = f" ({OPT_IN_HINT})" if exc.opt_in_helps else ""
-            self.refusals.append(Refusal(redact_url(url), f"{exc}{hint}"))
+            self.refusals.append(Refusal(redact_url(label), f"{exc}{hint}"))
         except ResolutionFailed as exc:
-            self.refusals.append(Refusal(redact_url(url), str(exc)))
+            self.refusals.append(Refusal(redact_url(label), str(exc)))
         return False
 
     async def _connect(self, addresses: Sequence[str], port: int

@@ -22,7 +22,7 @@ from scrape_contracts.adapters.fetch.browser.chromium import (
 from scrape_contracts.adapters.fetch.browser.proxy import REFUSED_HEADER, GuardProxy, Refusal
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, FetchError, Page
 from scrape_contracts.adapters.fetch.policy import RETRY_STATUSES
-from scrape_contracts.adapters.fetch.urls import redact_url, url_problem
+from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
 from scrape_contracts.adapters.netguard import AddressGuard
 
 if TYPE_CHECKING:
@@ -101,8 +101,9 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         self.launches = 0  # browser processes started (tests check that a run shares one)
 
     def __repr__(self) -> str:
-        return (f"AsyncBrowserFetcher(wait_for={self.settings.wait_for!r}, clicks={len(self.settings.clicks)}, "
-                f"max_pages={self.max_pages}, deadline_s={self.deadline_s}, max_bytes={self.max_bytes}, "
+        return (f"AsyncBrowserFetcher(wait_for={self.settings.wait_for!r}, "
+                f"clicks={len(self.settings.clicks)}, max_pages={self.max_pages}, "
+                f"deadline_s={self.deadline_s}, max_bytes={self.max_bytes}, "
                 f"allow_private_addresses={self.allow_private_addresses})")
 
     async def aclose(self) -> None:
@@ -155,7 +156,8 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         safe_url = redact_url(url)
         problem = url_problem(url)
         if problem:
-            raise FetchError(f"GET {safe_url} {messages.invalid_url(problem)}", kind="invalid_url", url=safe_url)
+            raise FetchError(f"GET {safe_url} {messages.invalid_url(problem)}", kind="invalid_url",
+                             url=safe_url)
         browser = await self._started(safe_url)
         assert self._slots is not None
         started = time.monotonic()
@@ -187,11 +189,13 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
             finally:
                 await context.close()
         if proxy.over_limit:
-            raise FetchError(f"GET {safe_url} {messages.too_large(max_transfer, 'what the page downloaded with its resources')}",
-                             kind="too_large", url=safe_url)
+            evidence = "what the page downloaded with its resources"
+            raise FetchError(f"GET {safe_url} {messages.too_large(max_transfer, evidence)}", kind="too_large",
+                             url=safe_url)
         body = html.encode("utf-8")
         if len(body) > self.max_bytes:
-            raise FetchError(f"GET {safe_url} {messages.too_large(self.max_bytes, f'the rendered page is {len(body)} bytes')}",
+            evidence = f"the rendered page is {len(body)} bytes"
+            raise FetchError(f"GET {safe_url} {messages.too_large(self.max_bytes, evidence)}",
                              kind="too_large", url=safe_url)
         status = response.status if response is not None else 200
         headers = {k: v for k, v in (response.headers if response is not None else {}).items()
@@ -210,8 +214,8 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         try:
             response = await page.goto(url, wait_until="load", timeout=wait_s * 1000)
         except PlaywrightTimeout:
-            raise FetchError(f"GET {safe_url} timed out: the page did not load within {wait_s:g}s (the site is "
-                             "slow or unreachable; raise fetch.browser.timeout_s if it is just slow)",
+            raise FetchError(f"GET {safe_url} timed out: the page did not load within {wait_s:g}s (the site "
+                             "is slow or unreachable; raise fetch.browser.timeout_s if it is just slow)",
                              kind="timeout", url=safe_url, transient=True) from None
         except PlaywrightError as exc:
             if proxy.refusals:
@@ -219,21 +223,28 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                 # then is the page's: a refused tunnel or the proxy's 403, which Chromium reports as errors
                 raise self._blocked(safe_url, proxy.refusals[-1]) from None
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise FetchError(f"GET {safe_url} failed: {first} (check the URL and that the site is up — usually "
-                             "temporary)", kind="connection", url=safe_url, transient=True) from None
+            raise FetchError(f"GET {safe_url} failed: {first} (check the URL and that the site is up — "
+                             "usually temporary)", kind="connection", url=safe_url, transient=True) from None
         if response is not None and response.headers.get(REFUSED_HEADER.lower()) and proxy.refusals:
             raise self._blocked(safe_url, proxy.refusals[-1])
         if response is not None and not 200 <= response.status < 300:
             status = response.status
             raise FetchError(f"GET {safe_url} {messages.failed_status(status, response.status_text)}",
-                             kind="http_status", url=safe_url, status=status, transient=status in RETRY_STATUSES)
+                             kind="http_status", url=safe_url, status=status,
+                             transient=status in RETRY_STATUSES)
         return response
 
     @staticmethod
     def _blocked(safe_url: str, refusal: Refusal) -> FetchError:
         """The page itself, or a redirect of it, was refused by the address guard."""
         where = refusal.url
-        redirected = f"it redirected to {where}, and " if where.rstrip("/") != safe_url.rstrip("/") else ""
+        if where.startswith("CONNECT "):
+            scheme, host, port = origin(safe_url)
+            same = scheme == "https" and where == f"CONNECT {host}:{port}"
+            redirected = "" if same else f"it led to {where.split(' ', 1)[1]}, and "
+        else:
+            same = where.rstrip("/") == safe_url.rstrip("/")
+            redirected = "" if same else f"it redirected to {where}, and "
         return FetchError(f"GET {safe_url} refused: {redirected}{refusal.reason}", kind="blocked_address",
                           url=safe_url)
 
@@ -242,7 +253,8 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         wait_s = self.settings.timeout_s
         if self.settings.network_idle and not await inflight.quiet(wait_s):
             raise FetchError(f"GET {safe_url} timed out: the network did not go quiet within {wait_s:g}s "
-                             "(the page keeps requesting; set fetch.browser.network_idle: false and use wait_for)",
+                             "(the page keeps requesting; set fetch.browser.network_idle: false and use "
+                             "wait_for)",
                              kind="timeout", url=safe_url, transient=True)
         for number, step in enumerate(self.settings.clicks, 1):
             await self._click(page, inflight, step, number, safe_url)
@@ -259,7 +271,8 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         if self.settings.network_idle:
             await inflight.quiet(wait_s)
 
-    async def _click(self, page: Any, inflight: _Inflight, step: ClickStep, number: int, safe_url: str) -> None:
+    async def _click(self, page: Any, inflight: _Inflight, step: ClickStep, number: int,
+                     safe_url: str) -> None:
         from playwright.async_api import Error as PlaywrightError
 
         wait_s = self.settings.timeout_s

@@ -1,4 +1,4 @@
-"""Fetch one page, over HTTP, rendered in Chromium or from local fixture files, into a ``Page``; sync or async.
+"""Fetch one page (over HTTP, rendered in Chromium, or from fixture files) into a ``Page``; sync or async.
 
 Every failure is a ``FetchError`` whose message names the URL (credentials redacted), what went wrong and
 what to change in the contract; ``kind`` and ``transient`` let callers decide between "retry later" and

@@ -160,6 +160,35 @@ def test_a_rendered_page_over_max_bytes_is_refused(shop: FixtureSite, browser: B
     assert "the rendered page is" in str(caught.value)
 
 
+def test_what_the_page_downloads_is_bounded_too(shop: FixtureSite, browser: BrowserFetcher) -> None:
+    # 20 × max_bytes (200,000) for the page and everything it loads: a 5 MB script is cut off
+    shop.set_page("/huge.js", b"//" + b"x" * 5_000_000, headers={"Content-Type": "text/javascript"})
+    shop.set_page("/heavy", '<html><body><p class="deal-price">1</p><script src="/huge.js"></script></body>')
+    with pytest.raises(FetchError) as caught:
+        browser.fetch(shop.url("/heavy"))
+    assert caught.value.kind == "too_large" and "max_bytes=4000000" in str(caught.value)
+    assert "what the page downloaded" in str(caught.value)
+
+
+def test_redirect_chains_are_bounded_by_max_redirects(shop: FixtureSite) -> None:
+    for hop in range(3):
+        shop.set_page(f"/chain/{hop}", "", status=302, headers={"Location": shop.url(f"/chain/{hop + 1}")})
+    shop.set_page("/chain/3", "<html><body>end</body></html>")
+    require_chromium()
+    for limit, fails in ((2, True), (3, False)):
+        fetcher = BrowserFetcher(browser=BrowserSettings(timeout_s=5), max_redirects=limit,
+                                 allowed_hosts=[urlsplit(shop.base_url).netloc])
+        try:
+            if fails:
+                with pytest.raises(FetchError) as caught:
+                    fetcher.fetch(shop.url("/chain/0"))
+                assert caught.value.kind == "too_many_redirects" and "max_redirects=2" in str(caught.value)
+            else:
+                assert fetcher.fetch(shop.url("/chain/0")).url == shop.url("/chain/3")
+        finally:
+            fetcher.close()
+
+
 def test_a_page_that_never_answers_times_out(shop: FixtureSite, browser: BrowserFetcher) -> None:
     shop.set_handler("/stuck", lambda _request: Response(-1))
     fetcher = _fetcher(shop, timeout_s=1)

@@ -95,6 +95,7 @@ def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, 
 
     options = dict(browser=settings.browser_settings, timeout_s=settings.timeout_s,
                    deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
+                   max_redirects=settings.max_redirects,
                    allow_private_addresses=settings.allow_private_addresses, environ=environ)
     return BrowserFetcher(**options) if sync else AsyncBrowserFetcher(max_pages=max_pages, **options)
 

@@ -78,6 +78,7 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         timeout_s: float = 10.0,
         deadline_s: float = 60.0,
         max_bytes: int = 5_000_000,
+        max_redirects: int = 5,
         allow_private_addresses: bool = False,
         allowed_hosts: Iterable[str] = (),
         max_pages: int | None = None,
@@ -88,6 +89,7 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
         self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
         self.allow_private_addresses = allow_private_addresses
         self.max_pages = max(1, min(browser.pages, max_pages or browser.pages))
         self.user_agent = user_agent
@@ -186,6 +188,10 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                 await self._settle(page, inflight, safe_url)
                 html = await page.content()
                 final_url = page.url
+            except FetchError:
+                if not proxy.over_limit:
+                    raise
+                html, final_url, response = "", url, None  # cut off by the proxy: reported below
             finally:
                 await context.close()
         if proxy.over_limit:
@@ -227,6 +233,13 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                              "usually temporary)", kind="connection", url=safe_url, transient=True) from None
         if response is not None and response.headers.get(REFUSED_HEADER.lower()) and proxy.refusals:
             raise self._blocked(safe_url, proxy.refusals[-1])
+        hops, request = 0, response.request.redirected_from if response is not None else None
+        while request is not None:
+            hops, request = hops + 1, request.redirected_from
+        if hops > self.max_redirects:
+            # every hop was checked by the guard as it happened; the limit keeps chains as short as over HTTP
+            message = messages.too_many_redirects(self.max_redirects, redact_url(page.url))
+            raise FetchError(f"GET {safe_url} {message}", kind="too_many_redirects", url=safe_url)
         if response is not None and not 200 <= response.status < 300:
             status = response.status
             raise FetchError(f"GET {safe_url} {messages.failed_status(status, response.status_text)}",

@@ -95,11 +95,13 @@ def observe_page(loaded: LoadedContract, partition: str, url: str, page: Any, pr
     page_sha = None if page.not_modified else artifacts.put(page.html)
     unchanged = not force and previous is not None and (page.not_modified or page_sha == previous.page_sha256)
     attempts = tuple(dict(a) for a in page.attempts)
+    # requests of a rendered page that the address guard refused: on their own, as batches keep no attempts
+    refused = [r for attempt in attempts for r in attempt.get("requests_refused", ())]
     emit(Stage.FETCHED, {
         "url": page.url, "status": page.status, "elapsed_s": round(page.elapsed_s, 3),
         "bytes": len(page.html.encode("utf-8")) if page.html else 0, "page_sha256": page_sha,
         "encoding": page.encoding, "attempts": list(attempts), "not_modified": bool(page.not_modified),
-        "unchanged_content": bool(unchanged),
+        "unchanged_content": bool(unchanged), **({"requests_refused": refused} if refused else {}),
     })
     # validators are remembered only when this page is accepted (see ProjectStore.accept): a rejected page
     # must not turn the next run into a 304 "unchanged"

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from scrape_contracts.engine.rendering import BROWSER_HINT
-from scrape_contracts_tests.browser_site import DEAL, EXAMPLE_CONTRACT, require_chromium, serve_deal
+from scrape_contracts.events import read_trail
+from scrape_contracts_tests.browser_site import DEAL, EXAMPLE_CONTRACT, SHOP, require_chromium, serve_deal
 from scrape_contracts_tests.conftest import Harness, failed_checks, failure_text
 from scrape_contracts_tests.defs.test_batch import run_batch
 from scrape_contracts_tests.defs.test_fetch_e2e import stage_metadata
@@ -54,6 +55,10 @@ def test_a_batch_renders_every_target_in_the_browser(sqlite_harness: Harness, si
     harness = sqlite_harness
     deals = {f"d{i}": {"title": f"Deal {i}", "sku": f"BK-{i:04d}", "price": f"${i + 1}.50"} for i in range(4)}
     urls = {key: serve_deal(site, f"/deals/{key}", deal) for key, deal in deals.items()}
+    # one page also asks for the cloud metadata address: refused, and said in that target's story
+    hostile = (SHOP / "deal.html").read_text().replace(
+        "</body>", '<script>fetch("http://169.254.169.254/latest/").catch(() => 0)</script></body>')
+    site.set_page("/deals/d3.html", hostile)
     write_deal_contract(harness, urls)
 
     result = run_batch(harness, "deal")
@@ -61,6 +66,10 @@ def test_a_batch_renders_every_target_in_the_browser(sqlite_harness: Harness, si
     assert result.success, failure_text(result)
     for i, key in enumerate(deals):
         assert harness.accepted("deal", key) == {"title": f"Deal {i}", "sku": f"BK-{i:04d}", "price": i + 1.5}
+    trail = read_trail(harness.instance, "deal", partition="d3", limit=100)[0]
+    [fetched] = [event for event in trail if event.stage == "fetched"]
+    assert fetched.metadata["requests_refused"] == [
+        {"url": "http://169.254.169.254/latest/", "reason": "host '169.254.169.254' is a cloud metadata address"}]
 
 
 def test_the_same_page_over_http_yields_nothing_and_says_it_needs_the_browser(sqlite_harness: Harness,

@@ -105,6 +105,9 @@ class Extracted:
     selector_version: int
     selectors: dict[str, str]
     reused: bool = False  # the last accepted record, by the unchanged shortcut: nothing was extracted
+    # why the fields may be missing when it is not the selectors (a page its scripts fill in): said with
+    # the required-field violations
+    hint: str | None = None
 
 
 @dataclass(frozen=True)

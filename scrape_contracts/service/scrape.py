@@ -19,7 +19,8 @@ from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.diff import diff_records
 from scrape_contracts.engine.extract import Extraction, extract_record
 from scrape_contracts.engine.outcome import Outcome, decide_outcome
-from scrape_contracts.engine.validate import CHANGE_CHECK, validate_rules, validate_schema
+from scrape_contracts.engine.rendering import browser_hint
+from scrape_contracts.engine.validate import CHANGE_CHECK, REQUIRED_CHECK, validate_rules, validate_schema
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
 )
@@ -94,11 +95,13 @@ def observe_page(loaded: LoadedContract, partition: str, url: str, page: Any, pr
     page_sha = None if page.not_modified else artifacts.put(page.html)
     unchanged = not force and previous is not None and (page.not_modified or page_sha == previous.page_sha256)
     attempts = tuple(dict(a) for a in page.attempts)
+    # requests of a rendered page that the address guard refused: on their own, as batches keep no attempts
+    refused = [r for attempt in attempts for r in attempt.get("requests_refused", ())]
     emit(Stage.FETCHED, {
         "url": page.url, "status": page.status, "elapsed_s": round(page.elapsed_s, 3),
         "bytes": len(page.html.encode("utf-8")) if page.html else 0, "page_sha256": page_sha,
         "encoding": page.encoding, "attempts": list(attempts), "not_modified": bool(page.not_modified),
-        "unchanged_content": bool(unchanged),
+        "unchanged_content": bool(unchanged), **({"requests_refused": refused} if refused else {}),
     })
     # validators are remembered only when this page is accepted (see ProjectStore.accept): a rejected page
     # must not turn the next run into a 304 "unchanged"
@@ -123,10 +126,14 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
     extraction = extract_record(html, loaded.contract.fields, selectors.selectors,
                                 limits=settings.engine_limits(), page_url=fetched.final_url)
     extraction, used, fallback = _earlier_layout(loaded, html, selectors, extraction, fetched.final_url)
+    hint = None
+    if loaded.contract.fetch.adapter != "browser":
+        hint = browser_hint(html, extraction.problems, list(loaded.contract.fields))
     emit(Stage.EXTRACTED, {"record": extraction.record, "selector_version": selectors.version,
                            "problems": [dataclasses.asdict(p) for p in extraction.problems],
-                           **({"contract_selectors": fallback} if fallback else {})})
-    return Extracted(fetched, extraction.record, extraction.problems, selectors.version, used)
+                           **({"contract_selectors": fallback} if fallback else {}),
+                           **({"hint": hint} if hint else {})})
+    return Extracted(fetched, extraction.record, extraction.problems, selectors.version, used, hint=hint)
 
 
 def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersion, extraction: Extraction,
@@ -161,6 +168,12 @@ def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Valida
     violations = tuple(schema_violations + validate_rules(
         extracted.record, contract.fields, previous.record if previous else None,
         contract.expected_for(extracted.fetched.partition)))
+    missing = [i for i, v in enumerate(violations) if v.check == REQUIRED_CHECK]
+    if extracted.hint and missing:
+        # once, with the first missing field: the check's description joins the messages of all of them
+        first = violations[missing[0]]
+        hinted = dataclasses.replace(first, message=f"{first.message}; {extracted.hint}")
+        violations = (*violations[:missing[0]], hinted, *violations[missing[0] + 1:])
     for violation in violations:
         emit(Stage.VIOLATION_FOUND, violation.as_dict())
     return Validated(extracted, violations)

@@ -1,4 +1,4 @@
-"""Fetch one page, over HTTP or from local fixture files, into a ``Page`` value; sync or async.
+"""Fetch one page (over HTTP, rendered in Chromium, or from fixture files) into a ``Page``; sync or async.
 
 Every failure is a ``FetchError`` whose message names the URL (credentials redacted), what went wrong and
 what to change in the contract; ``kind`` and ``transient`` let callers decide between "retry later" and
@@ -8,8 +8,8 @@ Modules: ``page`` (Page, FetchError, the fetcher protocols), ``policy`` (retries
 the sans-IO steps both HTTP clients perform), ``http`` / ``http_async`` (the two clients, on ``client``),
 ``transport`` / ``pool`` (their connection pools) and ``deadline`` (the deadline enforced on every socket
 operation), ``body`` (inflation, size limit, charsets), ``secrets`` and ``urls`` (credentials kept out
-of output), ``messages`` (the wording of failures), ``fixture``, ``factory`` (``fetcher_for``,
-``async_fetcher_for``).
+of output), ``messages`` (the wording of failures), ``fixture``, ``browser`` (a package: Chromium
+through Playwright behind the address guard), ``factory`` (``fetcher_for``, ``async_fetcher_for``).
 """
 
 from scrape_contracts.adapters.fetch.body import TooLarge, decode_html, read_limited

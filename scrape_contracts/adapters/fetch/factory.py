@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 from scrape_contracts.adapters.fetch.fixture import FixtureFetcher
 from scrape_contracts.adapters.fetch.http import HttpFetcher
 from scrape_contracts.adapters.fetch.http_async import AsyncHttpFetcher
-from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, ClosesOnExit, Fetcher, FetchError, Page
+from scrape_contracts.adapters.fetch.page import (
+    AsyncClosesOnExit, AsyncFetcher, ClosesOnExit, Fetcher, FetchError, Page,
+)
 from scrape_contracts.adapters.fetch.secrets import expand_header_values
 from scrape_contracts.adapters.fetch.urls import redact_url
 from scrape_contracts.contract.paths import confined_problem
@@ -68,6 +70,8 @@ def _adapter_for(
         if problem:
             return MisconfiguredFetcher(problem)
         return FixtureFetcher(Path(base_dir) / settings.fixture_dir)
+    if settings.adapter == "browser":
+        return _browser_for(settings, environ, sync=True)  # async_fetcher_for builds its own
     expanded = expand_header_values(settings.headers, environ)
     problem = expanded.problem()
     if problem:
@@ -84,9 +88,21 @@ def _adapter_for(
     )
 
 
+def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, sync: bool,
+                 max_pages: int | None = None) -> Any:
+    # imported here: Playwright is only loaded by contracts that render pages
+    from scrape_contracts.adapters.fetch.browser import AsyncBrowserFetcher, BrowserFetcher
+
+    options = dict(browser=settings.browser_settings, timeout_s=settings.timeout_s,
+                   deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
+                   max_redirects=settings.max_redirects,
+                   allow_private_addresses=settings.allow_private_addresses, environ=environ)
+    return BrowserFetcher(**options) if sync else AsyncBrowserFetcher(max_pages=max_pages, **options)
+
+
 def fetcher_for(
     settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None
-) -> HttpFetcher | FixtureFetcher | MisconfiguredFetcher:
+) -> Fetcher:
     """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder,
     and must stay inside the folders ``contract.paths`` allows (a fetcher whose ``fetch`` raises FetchError
     'invalid_config' otherwise).
@@ -105,10 +121,14 @@ def async_fetcher_for(
     *,
     environ: Mapping[str, str] | None = None,
     max_connections: int = 100,
-) -> AsyncHttpFetcher | InlineAsyncFetcher:
+) -> AsyncFetcher:
     """``fetcher_for`` for a batch: ``await fetcher.fetch(url, etag=, last_modified=)`` from many tasks,
-    then ``await fetcher.aclose()`` (or ``async with``). ``max_connections`` is the HTTP pool size; keep
-    the number of fetches in flight at or below it, or the rest wait for a free connection."""
+    then ``await fetcher.aclose()`` (or ``async with``). ``max_connections`` is the HTTP pool size (the
+    browser adapter: pages rendered at once, at most ``fetch.browser.pages``); keep the number of fetches in
+    flight at or below it, or the rest wait for a free connection."""
+    if settings.adapter == "browser":
+        # one browser per calling process; max_connections bounds its pages as it bounds HTTP connections
+        return _browser_for(settings, environ, sync=False, max_pages=max_connections)
     http = functools.partial(AsyncHttpFetcher, max_connections=max_connections)
     fetcher = _adapter_for(settings, base_dir, environ, http)
     return fetcher if isinstance(fetcher, AsyncHttpFetcher) else InlineAsyncFetcher(fetcher)

@@ -25,7 +25,8 @@ class Page:
 
 class FetchError(Exception):
     """kind: timeout | too_large | http_status | blocked_address | too_many_redirects | connection |
-    bad_encoding | fixture_missing | invalid_url | invalid_config. ``transient`` is True when running
+    bad_encoding | fixture_missing | invalid_url | invalid_config | browser_missing | browser_step.
+    ``transient`` is True when running
     again later may succeed."""
 
     def __init__(

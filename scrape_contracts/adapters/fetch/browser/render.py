@@ -1,0 +1,309 @@
+"""``AsyncBrowserFetcher``: pages rendered by headless Chromium, returned as the same ``Page`` as HTTP's.
+
+One browser process per fetcher, started on the first fetch and stopped by ``aclose``; at most ``pages``
+pages render at once, each in a fresh browser context (no cookies or storage shared between targets)
+behind a guard proxy of its own. A render: load the page, optionally wait for the network to go quiet,
+click the contract's click steps, wait for ``wait_for``, then read the DOM as HTML. Every failure is a
+``FetchError`` whose message says what to change, as with the http adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from scrape_contracts.adapters.fetch import messages
+from scrape_contracts.adapters.fetch.browser.chromium import (
+    LAUNCH_ARGS, BrowserUnavailable, find_chromium, launch_problem,
+)
+from scrape_contracts.adapters.fetch.browser.proxy import REFUSED_HEADER, GuardProxy, Refusal
+from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, FetchError, Page
+from scrape_contracts.adapters.fetch.policy import RETRY_STATUSES
+from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
+from scrape_contracts.adapters.netguard import AddressGuard
+
+if TYPE_CHECKING:
+    from scrape_contracts.contract.model import BrowserSettings, ClickStep
+
+# what a page may download with its scripts, styles and images, in multiples of max_bytes (the rendered
+# HTML's own limit): a page that streams for ever is cut off instead of filling the time limit with bytes
+TRANSFER_FACTOR = 20
+QUIET_S = 0.5  # "network idle": no request in flight for this long
+_DROPPED_HEADERS = frozenset({"set-cookie", "set-cookie2"})
+
+
+class _Inflight:
+    """Requests of one page not yet finished, to wait for a quiet network (also after clicks, which
+    Playwright's own "networkidle" load state does not cover)."""
+
+    def __init__(self, page: Any) -> None:
+        self.count = 0
+        self.changed = asyncio.Event()
+        page.on("request", lambda _r: self._add(1))
+        page.on("requestfinished", lambda _r: self._add(-1))
+        page.on("requestfailed", lambda _r: self._add(-1))
+
+    def _add(self, delta: int) -> None:
+        self.count = max(0, self.count + delta)
+        self.changed.set()
+
+    async def quiet(self, timeout_s: float) -> bool:
+        """True once nothing was in flight for ``QUIET_S``; False when ``timeout_s`` passed first."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.changed.clear()
+            if self.count == 0:
+                try:
+                    await asyncio.wait_for(self.changed.wait(), min(QUIET_S, deadline - time.monotonic()))
+                except asyncio.TimeoutError:
+                    return True
+            else:
+                try:
+                    await asyncio.wait_for(self.changed.wait(), max(0.0, deadline - time.monotonic()))
+                except asyncio.TimeoutError:
+                    return False
+        return False
+
+
+class AsyncBrowserFetcher(AsyncClosesOnExit):
+    """Renders pages in Chromium from many tasks of one event loop; ``await aclose()`` stops the browser."""
+
+    def __init__(
+        self,
+        *,
+        browser: BrowserSettings,
+        timeout_s: float = 10.0,
+        deadline_s: float = 60.0,
+        max_bytes: int = 5_000_000,
+        max_redirects: int = 5,
+        allow_private_addresses: bool = False,
+        allowed_hosts: Iterable[str] = (),
+        max_pages: int | None = None,
+        environ: Mapping[str, str] | None = None,
+        user_agent: str | None = None,
+    ) -> None:
+        self.settings = browser
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
+        self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
+        self.allow_private_addresses = allow_private_addresses
+        self.max_pages = max(1, min(browser.pages, max_pages or browser.pages))
+        self.user_agent = user_agent
+        self._environ = environ
+        self._guard = AddressGuard(allow_private=allow_private_addresses, allowed_hosts=allowed_hosts)
+        self._playwright: Any = None
+        self._browser: Any = None
+        self._unavailable: str | None = None
+        self._lock: asyncio.Lock | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self.launches = 0  # browser processes started (tests check that a run shares one)
+
+    def __repr__(self) -> str:
+        return (f"AsyncBrowserFetcher(wait_for={self.settings.wait_for!r}, "
+                f"clicks={len(self.settings.clicks)}, max_pages={self.max_pages}, "
+                f"deadline_s={self.deadline_s}, max_bytes={self.max_bytes}, "
+                f"allow_private_addresses={self.allow_private_addresses})")
+
+    async def aclose(self) -> None:
+        browser, playwright = self._browser, self._playwright
+        self._browser = self._playwright = None
+        if browser is not None:
+            try:
+                await browser.close()
+            except Exception:  # noqa: BLE001 (already gone: nothing left to close)
+                pass
+        if playwright is not None:
+            await playwright.stop()
+
+    async def _started(self, safe_url: str) -> Any:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+            self._slots = asyncio.Semaphore(self.max_pages)
+        async with self._lock:
+            if self._browser is None and self._unavailable is None:
+                self._unavailable = await self._launch()
+        if self._unavailable is not None:
+            # the same one line for every target: no traceback, nothing to retry until Chromium is installed
+            raise FetchError(f"GET {safe_url} refused: {self._unavailable}", kind="browser_missing",
+                             url=safe_url, transient=False)
+        return self._browser
+
+    async def _launch(self) -> str | None:
+        try:
+            executable = find_chromium(self.settings.executable, self._environ)
+            from playwright.async_api import async_playwright
+        except BrowserUnavailable as exc:
+            return str(exc)
+        except ImportError:
+            return "the Playwright package is not installed (pip install playwright; it drives Chromium)"
+        self._playwright = await async_playwright().start()
+        try:
+            self._browser = await self._playwright.chromium.launch(
+                executable_path=executable, headless=True, args=list(LAUNCH_ARGS), timeout=30_000,
+                handle_sigint=False, handle_sigterm=False, handle_sighup=False)
+        except Exception as exc:  # noqa: BLE001 (any launch failure is reported the same way)
+            await self._playwright.stop()
+            self._playwright = None
+            return launch_problem(exc, executable)
+        self.launches += 1
+        return None
+
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
+        """Render ``url``. A browser sends no conditional requests, so ``etag``/``last_modified`` are ignored
+        (an unchanged page is still recognised by its content)."""
+        safe_url = redact_url(url)
+        problem = url_problem(url)
+        if problem:
+            raise FetchError(f"GET {safe_url} {messages.invalid_url(problem)}", kind="invalid_url",
+                             url=safe_url)
+        browser = await self._started(safe_url)
+        assert self._slots is not None
+        started = time.monotonic()
+        async with self._slots:
+            try:
+                return await asyncio.wait_for(self._render(browser, url, safe_url, started), self.deadline_s)
+            except asyncio.TimeoutError:
+                raise FetchError(
+                    f"GET {safe_url} timed out: the fetch deadline of {self.deadline_s:g}s passed while the "
+                    "browser rendered the page (the site is slow; raise fetch.deadline_s in the contract)",
+                    kind="timeout", url=safe_url, transient=True) from None
+
+    async def _render(self, browser: Any, url: str, safe_url: str, started: float) -> Page:
+        max_transfer = self.max_bytes * TRANSFER_FACTOR
+        async with GuardProxy(self._guard, max_transfer, self.timeout_s) as proxy:
+            # <-loopback>: Chromium sends requests for localhost past any proxy unless told otherwise
+            options: dict[str, Any] = {"proxy": {"server": proxy.server, "bypass": "<-loopback>"},
+                                       "service_workers": "block", "accept_downloads": False}
+            if self.user_agent:
+                options["user_agent"] = self.user_agent
+            context = await browser.new_context(**options)
+            try:
+                page = await context.new_page()
+                inflight = _Inflight(page)
+                response = await self._load(page, url, safe_url, proxy)
+                await self._settle(page, inflight, safe_url)
+                html = await page.content()
+                final_url = page.url
+            except FetchError:
+                if not proxy.over_limit:
+                    raise
+                html, final_url, response = "", url, None  # cut off by the proxy: reported below
+            finally:
+                await context.close()
+        if proxy.over_limit:
+            evidence = "what the page downloaded with its resources"
+            raise FetchError(f"GET {safe_url} {messages.too_large(max_transfer, evidence)}", kind="too_large",
+                             url=safe_url)
+        body = html.encode("utf-8")
+        if len(body) > self.max_bytes:
+            evidence = f"the rendered page is {len(body)} bytes"
+            raise FetchError(f"GET {safe_url} {messages.too_large(self.max_bytes, evidence)}",
+                             kind="too_large", url=safe_url)
+        status = response.status if response is not None else 200
+        headers = {k: v for k, v in (response.headers if response is not None else {}).items()
+                   if k.lower() not in _DROPPED_HEADERS}
+        attempt = {"attempt": 1, "status": status, "error": None, "waited_s": 0.0, "adapter": "browser",
+                   "bytes_received": proxy.received,
+                   "requests_refused": [r.as_dict() for r in proxy.refusals]}
+        return Page(url=redact_url(final_url), requested_url=safe_url, status=status, html=html,
+                    sha256=hashlib.sha256(body).hexdigest(), headers=headers,
+                    elapsed_s=time.monotonic() - started, encoding="utf-8", attempts=(attempt,))
+
+    async def _load(self, page: Any, url: str, safe_url: str, proxy: GuardProxy) -> Any:
+        from playwright.async_api import Error as PlaywrightError, TimeoutError as PlaywrightTimeout
+
+        wait_s = self.settings.timeout_s
+        try:
+            response = await page.goto(url, wait_until="load", timeout=wait_s * 1000)
+        except PlaywrightTimeout:
+            raise FetchError(f"GET {safe_url} timed out: the page did not load within {wait_s:g}s (the site "
+                             "is slow or unreachable; raise fetch.browser.timeout_s if it is just slow)",
+                             kind="timeout", url=safe_url, transient=True) from None
+        except PlaywrightError as exc:
+            if proxy.refusals:
+                # nothing but the page itself (or a redirect of it) is requested before it loads, so a refusal
+                # then is the page's: a refused tunnel or the proxy's 403, which Chromium reports as errors
+                raise self._blocked(safe_url, proxy.refusals[-1]) from None
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise FetchError(f"GET {safe_url} failed: {first} (check the URL and that the site is up — "
+                             "usually temporary)", kind="connection", url=safe_url, transient=True) from None
+        if response is not None and response.headers.get(REFUSED_HEADER.lower()) and proxy.refusals:
+            raise self._blocked(safe_url, proxy.refusals[-1])
+        hops, request = 0, response.request.redirected_from if response is not None else None
+        while request is not None:
+            hops, request = hops + 1, request.redirected_from
+        if hops > self.max_redirects:
+            # every hop was checked by the guard as it happened; the limit keeps chains as short as over HTTP
+            message = messages.too_many_redirects(self.max_redirects, redact_url(page.url))
+            raise FetchError(f"GET {safe_url} {message}", kind="too_many_redirects", url=safe_url)
+        if response is not None and not 200 <= response.status < 300:
+            status = response.status
+            raise FetchError(f"GET {safe_url} {messages.failed_status(status, response.status_text)}",
+                             kind="http_status", url=safe_url, status=status,
+                             transient=status in RETRY_STATUSES)
+        return response
+
+    @staticmethod
+    def _blocked(safe_url: str, refusal: Refusal) -> FetchError:
+        """The page itself, or a redirect of it, was refused by the address guard."""
+        where = refusal.url
+        if where.startswith("CONNECT "):
+            scheme, host, port = origin(safe_url)
+            same = scheme == "https" and where == f"CONNECT {host}:{port}"
+            redirected = "" if same else f"it led to {where.split(' ', 1)[1]}, and "
+        else:
+            same = where.rstrip("/") == safe_url.rstrip("/")
+            redirected = "" if same else f"it redirected to {where}, and "
+        return FetchError(f"GET {safe_url} refused: {redirected}{refusal.reason}", kind="blocked_address",
+                          url=safe_url)
+
+    async def _settle(self, page: Any, inflight: _Inflight, safe_url: str) -> None:
+        """Network idle, click steps and ``wait_for``, in that order, each bounded by browser.timeout_s."""
+        wait_s = self.settings.timeout_s
+        if self.settings.network_idle and not await inflight.quiet(wait_s):
+            raise FetchError(f"GET {safe_url} timed out: the network did not go quiet within {wait_s:g}s "
+                             "(the page keeps requesting; set fetch.browser.network_idle: false and use "
+                             "wait_for)",
+                             kind="timeout", url=safe_url, transient=True)
+        for number, step in enumerate(self.settings.clicks, 1):
+            await self._click(page, inflight, step, number, safe_url)
+        if self.settings.wait_for:
+            from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+            try:
+                await page.wait_for_selector(self.settings.wait_for, state="attached", timeout=wait_s * 1000)
+            except PlaywrightTimeout:
+                raise FetchError(
+                    f"GET {safe_url} timed out: wait_for {self.settings.wait_for!r} matched nothing within "
+                    f"{wait_s:g}s (check the selector against the rendered page, or raise "
+                    "fetch.browser.timeout_s)", kind="timeout", url=safe_url, transient=True) from None
+        if self.settings.network_idle:
+            await inflight.quiet(wait_s)
+
+    async def _click(self, page: Any, inflight: _Inflight, step: ClickStep, number: int,
+                     safe_url: str) -> None:
+        from playwright.async_api import Error as PlaywrightError
+
+        wait_s = self.settings.timeout_s
+        for clicked in range(step.times):
+            target = page.locator(step.selector).first
+            # after the first click, a button that went away means "nothing more to load"; an optional step
+            # whose element is not on the loaded page is skipped at once rather than waited for
+            if (clicked or step.optional) and not await target.count():
+                return
+            try:
+                await target.click(timeout=wait_s * 1000)
+            except PlaywrightError:
+                if clicked or step.optional:
+                    return
+                raise FetchError(
+                    f"GET {safe_url} failed: click step {number} found no clickable {step.selector!r} within "
+                    f"{wait_s:g}s (check the selector against the rendered page, or mark the step "
+                    "`optional: true` if the element is not always shown)",
+                    kind="browser_step", url=safe_url, transient=False) from None
+            # what the click loads (the next items, the page behind a banner) before the next step
+            await inflight.quiet(wait_s)

@@ -65,6 +65,9 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
             schedules.append(schedule)
     sensors, extra_jobs = build_sensors(result)
     sensors.append(report_sensor)
+    from scrape_contracts.defs.health import build_health_asset
+
+    assets.append(build_health_asset(result))
     return dg.Definitions(
         assets=assets, asset_checks=checks, jobs=jobs + extra_jobs, schedules=schedules, sensors=sensors,
         resources={**default_resources(), **(resources or {})},

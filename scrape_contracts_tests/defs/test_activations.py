@@ -199,3 +199,24 @@ activations:
     assert kinds == ["failing", "recovered"]
     assert "3 scrapes in a row" in receiver.received[0].json()["summary"]
     assert harness.store.state("shop", "p1").failure_streak == 0
+
+
+def test_health_summarises_failures_pauses_and_the_review_backlog(harness: Harness, site: Any) -> None:
+    from scrape_contracts.defs.health import HEALTH_KEY
+
+    site.set_page("/p/1", product_page("Kettle", "K-1", "$100.00"))
+    site.set_page("/p/2", product_page("Mug", "M-1", "$10.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1"), "p2": site.url("/p/2")})
+    defs = harness.definitions()
+    assert harness.run("shop", "p1", defs).success and harness.run("shop", "p2", defs).success
+    site.set_page("/p/1", product_page("Kettle", "K-1", "$20.00"))  # -80%: waits for review
+    site.set_page("/p/2", "gone", status=404)
+    assert not harness.run("shop", "p1", defs).success and not harness.run("shop", "p2", defs).success
+    result = dg.materialize([defs.get_assets_def(HEALTH_KEY)], instance=harness.instance,
+                            resources=defs.resources)
+    assert result.success
+    (materialisation,) = result.asset_materializations_for_node("scrape___health")
+    (shop,) = materialisation.metadata["summary"].value
+    assert (shop["contract"], shop["targets"], shop["paused"], shop["review_backlog"]) == ("shop", 2, 1, 1)
+    assert (shop["failing_targets"], shop["longest_failure_streak"]) == (1, 1)
+    assert shop["last_success"] is not None and 0 <= shop["age_s"] < 600 and shop["heal_budget_left"] == 6

@@ -1,0 +1,31 @@
+"""``scrape/_health``: one non-partitioned asset that summarises every contract (service/health.py)."""
+
+import dagster as dg
+
+from scrape_contracts.contract.loader import LoadResult
+from scrape_contracts.defs.resources import ProjectStoreResource
+from scrape_contracts.service.health import contract_health
+
+HEALTH_KEY = dg.AssetKey(["scrape", "_health"])
+_COLUMNS = ("contract", "targets", "last_success", "age_s", "failing_targets", "longest_failure_streak",
+            "paused", "review_backlog", "heal_budget_left")
+
+
+def build_health_asset(result: LoadResult) -> dg.AssetsDefinition:
+    contracts = list(result.contracts)
+
+    @dg.asset(key=HEALTH_KEY, group_name="_health",
+              description="Per contract: last success and its age, failing targets and the longest failure "
+                          "streak, paused targets, review backlog, heal budget left. Materialise it (or "
+                          "schedule it) to refresh.")
+    def health(store: ProjectStoreResource) -> dg.MaterializeResult:
+        rows = contract_health(store.get(), contracts)
+        table = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+        table += ["| " + " | ".join(str(getattr(r, c)) for c in _COLUMNS) + " |" for r in rows]
+        return dg.MaterializeResult(metadata={
+            "contracts": dg.MetadataValue.md("\n".join(table)),
+            "summary": dg.MetadataValue.json([r.as_dict() for r in rows]),
+            "paused": sum(r.paused for r in rows), "review_backlog": sum(r.review_backlog for r in rows),
+            "failing_targets": sum(r.failing_targets for r in rows)})
+
+    return health

@@ -1,0 +1,53 @@
+"""Per contract, how its targets are doing: what ``scrape/_health`` shows and (later) the API's health."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from scrape_contracts.adapters.store import REVIEW_PAUSE, ProjectStore
+from scrape_contracts.contract.loader import LoadedContract
+
+
+@dataclass(frozen=True)
+class ContractHealth:
+    contract: str
+    targets: int
+    last_success: str | None  # when data was last accepted (ISO 8601, UTC)
+    age_s: float | None  # seconds since then
+    failing_targets: int  # targets whose last scrape failed or was rejected
+    longest_failure_streak: int
+    paused: int
+    review_backlog: int  # quarantined candidates waiting for a decision
+    heal_budget_left: int  # heal attempts left over all targets
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def contract_health(store: ProjectStore, loaded: Sequence[LoadedContract],
+                    now: dt.datetime | None = None) -> list[ContractHealth]:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    found = []
+    for item in loaded:
+        name, budget = item.contract.name, item.contract.healing.budget
+        states = store.states(name)
+        latest = [v.created_at for v in store.latest_accepted_all(name)]
+        newest = max(latest) if latest else None
+        if newest is not None and newest.tzinfo is None:
+            newest = newest.replace(tzinfo=dt.timezone.utc)
+        keys = set(states) | {t.partition_key for t in item.contract.static_targets} | set(store.list_targets(name))
+        found.append(ContractHealth(
+            contract=name, targets=len(keys),
+            last_success=newest.isoformat() if newest else None,
+            age_s=round((now - newest).total_seconds(), 1) if newest else None,
+            failing_targets=sum(1 for s in states.values() if s.failure_streak),
+            longest_failure_streak=max((s.failure_streak for s in states.values()), default=0),
+            paused=sum(1 for s in states.values() if s.paused),
+            review_backlog=sum(1 for s in states.values()
+                               if s.paused and (s.pause_reason or "").startswith(REVIEW_PAUSE)),
+            heal_budget_left=sum(max(0, budget - states[k].heal_attempts) if k in states else budget
+                                 for k in keys),
+        ))
+    return found

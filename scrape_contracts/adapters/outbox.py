@@ -51,6 +51,11 @@ class Delivery:
     history: list[dict[str, Any]]
 
 
+def _delivery(row: Any) -> Delivery:
+    return Delivery(row.outbox_id, row.message_id, row.destination, row.rule, row.status, row.attempts,
+                    list(row.history))
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
@@ -109,15 +114,13 @@ class Outbox:
             query = query.where(deliveries.c.outbox_id.in_(list(outbox_ids)))
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        return [Delivery(r.outbox_id, r.message_id, r.destination, r.rule, r.status, r.attempts, list(r.history))
-                for r in rows]
+        return [_delivery(r) for r in rows]
 
     def delivery(self, message_id: str, destination: str) -> Delivery | None:
         with self.engine.connect() as conn:
             r = conn.execute(sa.select(deliveries).where(deliveries.c.message_id == message_id,
                                                          deliveries.c.destination == destination)).first()
-        return None if r is None else Delivery(r.outbox_id, r.message_id, r.destination, r.rule, r.status,
-                                               r.attempts, list(r.history))
+        return None if r is None else _delivery(r)
 
     def save_delivery(self, outbox_id: int, message_id: str, destination: str, rule: str, status: DeliveryState,
                       attempts: list[dict[str, Any]]) -> Delivery:

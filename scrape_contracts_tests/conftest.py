@@ -85,7 +85,12 @@ def site() -> Iterator[FixtureSite]:
 # what `dagster.yaml` gives a laptop: Dagster's SQLite files through scrape_contracts/sqlite_instance.py
 def sqlite_overrides(home: Path) -> dict:
     return {"storage": {"custom": {"module": "scrape_contracts.sqlite_instance", "class": "ScrapeSqliteStorage",
-                                   "config": {"base_dir": str(home)}}}}
+                                   "config": {"base_dir": str(home)}}},
+            "run_launcher": WARM_LAUNCHER}
+
+
+# what both profiles launch runs with: workers forked from a warm process (scrape_contracts/warm_launcher.py)
+WARM_LAUNCHER = {"module": "scrape_contracts.warm_launcher", "class": "WarmRunLauncher"}
 
 
 @dataclass
@@ -111,7 +116,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
         return
     db_url = request.getfixturevalue("pg_database")
     monkeypatch.setenv("SCRAPE_CONTRACTS_DB_URL", db_url)
-    overrides = {"storage": {"postgres": {"postgres_url": db_url}}}
+    overrides = {"storage": {"postgres": {"postgres_url": db_url}}, "run_launcher": WARM_LAUNCHER}
     with dg.instance_for_test(temp_dir=str(home), overrides=overrides) as instance:
         yield Backend("postgres", instance, db_url, home)
 

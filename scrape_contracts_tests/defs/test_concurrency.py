@@ -662,8 +662,8 @@ def test_runs_killed_inside_the_accept_transaction_leave_no_trace(run_setup: Run
     from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
     log = logging.getLogger("test_concurrency.run_monitoring")
-    # with deploy/dagster.postgres.yaml's settings, the DefaultRunLauncher cannot check a worker's health, so
-    # the daemon's monitoring leaves a dead run STARTED ...
+    # these workers were started by the test, not by a launcher: with DefaultRunLauncher (this instance's), no
+    # worker health check exists, so the daemon's monitoring leaves a dead run STARTED ...
     monitor_started_run(instance, None, instance.get_run_record_by_id(first.run_id), log)  # type: ignore[arg-type]
     assert instance.get_run_by_id(first.run_id).status == dg.DagsterRunStatus.STARTED
     # ... and only a runtime limit fails it

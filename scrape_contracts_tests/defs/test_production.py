@@ -34,7 +34,7 @@ def test_readme_production_setup_on_postgres(pg_database: str, tmp_path: Path) -
                           timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     for expected in ("PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage",
-                     "run_monitoring", "DefaultRunLauncher"):
+                     "run_monitoring", "WarmRunLauncher"):
         assert expected in done.stdout, done.stdout
     # the project store's tables, beside Dagster's in the same database (each keeps its own version table)
     from scrape_contracts.adapters.migrations import HEAD

@@ -23,6 +23,7 @@ class Request:
     method: str
     path: str
     headers: dict[str, str]
+    client_port: int = 0  # the caller's TCP port: the same port, the same (kept-alive) connection
 
 
 Handler = Callable[[Request], Response]
@@ -44,7 +45,8 @@ class FixtureSite:
             wbufsize = -1
 
             def do_GET(self) -> None:  # noqa: N802 (http.server naming)
-                request = Request("GET", self.path, {k.lower(): v for k, v in self.headers.items()})
+                request = Request("GET", self.path, {k.lower(): v for k, v in self.headers.items()},
+                                  self.client_address[1])
                 with site._lock:
                     site.requests.append(request)
                     handler = site._routes.get(self.path.split("#")[0])

@@ -479,6 +479,10 @@ def test_conditional_request_returns_not_modified(site: FixtureSite, make_fetche
     sent = site.requests_to("/c")[1].headers
     assert (sent["if-none-match"], sent["if-modified-since"]) == ('"v1"', stamp)
     assert "if-none-match" not in site.requests_to("/c")[0].headers
+    # a 304 leaves the connection usable: an unchanged sweep does not open one connection per target
+    for _ in range(5):
+        assert fetcher.fetch(site.url("/c"), etag=first.etag).not_modified
+    assert len({r.client_port for r in site.requests_to("/c")}) == 1
 
 
 # --- charsets ------------------------------------------------------------------------------------

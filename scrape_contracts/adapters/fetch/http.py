@@ -48,4 +48,7 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
             if exchange.start(response.status_code, response.reason_phrase, response.headers):
                 for chunk in response.iter_raw():
                     exchange.feed(chunk)
+            elif exchange.drain:
+                for _ in response.iter_raw():
+                    pass
         return exchange.finish()

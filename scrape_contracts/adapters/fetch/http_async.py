@@ -96,4 +96,7 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
                 if exchange.start(response.status_code, response.reason_phrase, response.headers):
                     async for chunk in response.aiter_raw():
                         exchange.feed(chunk)
+                elif exchange.drain:
+                    async for _ in response.aiter_raw():
+                        pass
         return exchange.finish()

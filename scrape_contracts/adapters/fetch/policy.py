@@ -108,7 +108,8 @@ class _State:
 class Exchange:
     """One GET for the client to send. It reports the response with ``start(status, reason, headers)``
     and, when that returns True, ``feed``s every chunk of the body as sent on the wire (httpx's
-    ``iter_raw()``, as it arrives); it then returns ``finish()``.
+    ``iter_raw()``, as it arrives); when it returns False and ``drain`` is set, it reads the (empty) body to
+    its end without feeding it, so the connection can be used again; it then returns ``finish()``.
 
     ``timeout`` bounds each network operation; no operation may outlast ``budget_s``, what is left of
     the fetch deadline. A new connection goes to ``addresses``, the ones the guard checked (None: connect
@@ -129,10 +130,15 @@ class Exchange:
         self._record = record
         self._answer: Answer | None = None
         self._reader: BodyReader | None = None
+        self.drain = False
 
     def start(self, status: int, reason: str, headers: httpx.Headers) -> bool:
         self._record["status"] = status
         self._answer = Answer(status, reason, headers, None)
+        # a 304 has no body (HTTP semantics; h11 reads none whatever the server sends): reading its end costs
+        # nothing and keeps the connection for the next request, where closing it unread would drop it; an
+        # unchanged sweep is mostly 304s, and a new connection per target was a fifth of its fetch time
+        self.drain = status == 304
         if not 200 <= status < 300:
             # error and redirect bodies are never used; closing unread drops the connection cheaply
             return False

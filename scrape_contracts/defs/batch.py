@@ -139,8 +139,11 @@ def _materialisation_events(context: dg.OpExecutionContext, materialisations: li
 
 # Dagster's console logger prints every event at DEBUG into the step's captured output: a fifth of a batched
 # run's time, measured with py-spy (2,000 materialisations). The event log stores every event either way; the
-# console keeps the run's own INFO lines (progress per chunk) and warnings.
+# console keeps the run's own INFO lines (progress per chunk) and warnings. Dagster uses a job's loggers only
+# when the run config names them (else its default DEBUG console), so the job's default config names it:
+# launched runs printed 2,000 DEBUG lines until it did.
 _QUIET_CONSOLE = {"console": dg.colored_console_logger.configured({"log_level": "INFO", "name": "dagster"})}
+_QUIET_CONFIG = {"loggers": {"console": {}}}
 
 
 def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
@@ -203,6 +206,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
         })
 
     @dg.job(name=batch_job_name(name), executor_def=dg.in_process_executor, logger_defs=_QUIET_CONSOLE,
+            config=_QUIET_CONFIG,
             tags={"scrape_contracts/contract": name, "scrape_contracts/kind": "batch"},
             description=f"Scrape many targets of {name!r} in one run (launchpad: list partitions, or none for all).")
     def batch_job() -> None:

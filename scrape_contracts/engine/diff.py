@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from scrape_contracts.engine.extract import FieldLike, apply_normalise
@@ -24,7 +24,8 @@ class FieldChange:
     change_pct: float | None  # relative change for numbers, None otherwise
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # not dataclasses.asdict: its recursive copy was a tenth of a batched run's own time (py-spy)
+        return {"field": self.field, "old": self.old, "new": self.new, "change_pct": self.change_pct}
 
 
 def comparable(value: Any, spec: FieldLike | None = None) -> Any:

@@ -7,8 +7,10 @@ it got, so the single-target ops and the batch path can hand them around (and ac
 
 from __future__ import annotations
 
+import copy
+
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -131,10 +133,18 @@ class HealReport:
     seconds: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if v not in (None, (), {})}
-        data.update(attempted=self.attempted, healed=self.healed)
+        # spelled out, not dataclasses.asdict (which deep-copies): this runs for every target of a batch
+        data: dict[str, Any] = {"attempted": self.attempted, "healed": self.healed}
         if self.fields:
             data["fields"] = list(self.fields)
+        if self.reason is not None:
+            data["reason"] = self.reason
+        if self.results:
+            data["results"] = copy.deepcopy(self.results)
+        if self.selector_version is not None:
+            data["selector_version"] = self.selector_version
+        if self.seconds is not None:
+            data["seconds"] = self.seconds
         return data
 
     def selector_changes(self) -> dict[str, tuple[str | None, str]]:

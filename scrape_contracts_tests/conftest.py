@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -91,6 +92,17 @@ def sqlite_overrides(home: Path) -> dict:
 
 # what both profiles launch runs with: workers forked from a warm process (scrape_contracts/warm_launcher.py)
 WARM_LAUNCHER = {"module": "scrape_contracts.warm_launcher", "class": "WarmRunLauncher"}
+
+
+def finished_run(instance: dg.DagsterInstance, run_id: str, timeout: float = 120) -> dg.DagsterRun:
+    """The run once it has finished (launched through the queue: a dagster-daemon must be running)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = instance.get_run_by_id(run_id)
+        if run is not None and run.is_finished:
+            return run
+        time.sleep(0.2)
+    raise AssertionError(f"run {run_id} did not finish in {timeout}s")
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -13,7 +12,7 @@ import pytest
 
 from scrape_contracts.cli import idempotent_run_id, main
 from scrape_contracts.queue import ScrapeRunCoordinator
-from scrape_contracts_tests.conftest import clean_env
+from scrape_contracts_tests.conftest import clean_env, finished_run
 from scrape_contracts_tests.readme import bash_blocks, project_folder
 from scrape_contracts_tests.conftest import Harness, product_page
 
@@ -58,16 +57,6 @@ def test_readme_production_setup_on_postgres(pg_database: str, tmp_path: Path) -
         del os.environ["DAGSTER_PG_URL"]
 
 
-def _wait_for(instance: dg.DagsterInstance, run_id: str, timeout: float = 120) -> dg.DagsterRun:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = instance.get_run_by_id(run_id)
-        if run is not None and run.is_finished:
-            return run
-        time.sleep(0.5)
-    raise AssertionError(f"run {run_id} did not finish in {timeout}s")
-
-
 def test_idempotency_key_twice_gives_one_run(sqlite_harness: Harness, site, capsys,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     harness = sqlite_harness
@@ -89,7 +78,7 @@ def test_idempotency_key_twice_gives_one_run(sqlite_harness: Harness, site, caps
     daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
                               env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        finished = _wait_for(harness.instance, run_id)
+        finished = finished_run(harness.instance, run_id)
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)

@@ -19,7 +19,7 @@ from dagster._core.launcher.base import WorkerStatus
 
 from scrape_contracts.cli import main
 from scrape_contracts.warm_launcher import PID_TAG, WarmRunLauncher, source_fingerprint
-from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.conftest import Harness, finished_run, product_page
 from scrape_contracts_tests.fixture_site import Response
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,16 +45,6 @@ def _started_worker(instance: dg.DagsterInstance, run_id: str, timeout: float = 
             return int(run.tags[PID_TAG])
         time.sleep(0.05)
     raise AssertionError(f"run {run_id} did not start in {timeout}s")
-
-
-def _finished(instance: dg.DagsterInstance, run_id: str, timeout: float = 60) -> dg.DagsterRun:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = instance.get_run_by_id(run_id)
-        if run is not None and run.is_finished:
-            return run
-        time.sleep(0.1)
-    raise AssertionError(f"run {run_id} did not finish in {timeout}s")
 
 
 def _engine_pid(instance: dg.DagsterInstance, run_id: str) -> int:
@@ -130,7 +120,7 @@ def test_runs_fork_from_one_warm_process_and_read_contracts_from_disk(sqlite_har
         assert not any("multiprocessing" in c for c in children), children
         assert launcher.terminate(doomed.run_id)
         release.set()
-        assert _finished(harness.instance, doomed.run_id).status == dg.DagsterRunStatus.CANCELED
+        assert finished_run(harness.instance, doomed.run_id).status == dg.DagsterRunStatus.CANCELED
         assert harness.accepted("shop", "p9") is None
     finally:
         release.set()

@@ -41,9 +41,11 @@ def open_store(db_url: str | None = None):  # -> ProjectStore
 
 def read_accepted(contract: str, *, db_url: str | None = None, partitions: list[str] | None = None
                   ) -> pd.DataFrame:
-    """The latest accepted record of every partition of ``contract`` (one row per target page).
+    """The latest accepted record of every partition of ``contract`` (one row per target page), or of a
+    list contract every record of every partition's latest accepted set (one row per record).
 
-    Columns: ``partition``, ``url``, the contract's fields, then ``_version``, ``_accepted_at``, ``_run_id``.
+    Columns: ``partition``, ``url`` (a list contract: then ``record_key``), the contract's fields, then
+    ``_version``, ``_accepted_at``, ``_run_id``.
     Reads the project store at ``db_url`` (default ``SCRAPE_CONTRACTS_DB_URL`` or the SQLite file in
     ``DAGSTER_HOME``). Quarantined and rejected candidates never appear here. Raises ``AcceptedDataError``
     when there is no store there, or the store has never seen ``contract``.
@@ -66,8 +68,17 @@ def _shown(url: str) -> str:
 
 
 def accepted_frame(versions: list) -> pd.DataFrame:
+    """One row per accepted record: a list target (``records:``) gives one row per record of its set, with
+    its ``record_key`` after ``partition`` and ``url``."""
     import pandas as pd
 
-    rows = [{"partition": v.partition, "url": v.url, **v.record, "_version": v.version,
-             "_accepted_at": v.created_at, "_run_id": v.run_id} for v in versions]
+    from scrape_contracts.engine.lists import is_set, set_records
+
+    rows = []
+    for v in versions:
+        stamp = {"_version": v.version, "_accepted_at": v.created_at, "_run_id": v.run_id}
+        if is_set(v.record):
+            rows += [{"partition": v.partition, "url": v.url, **record, **stamp} for record in set_records(v.record)]
+        else:
+            rows.append({"partition": v.partition, "url": v.url, **v.record, **stamp})
     return pd.DataFrame(rows)

@@ -3,9 +3,9 @@
 A contract is data, not code: it is read from YAML, validated here in full (every mistake is reported in
 one pass, with its location), and then turned into Dagster objects by ``scrape_contracts.defs``.
 
-Extraction today is one record per target page (``fields``). The field specs are written relative to a
-record root, so a later ``records:`` form (a selector for each record on the page, plus pagination) reuses
-``FieldSpec`` and the engine unchanged: it only changes which element is the root.
+A contract extracts one record per target page (``fields``), or, with ``records:`` (contract/records.py),
+one record per item on the target's pages: the field specs are written relative to a record root, so both
+forms share ``FieldSpec`` and the engine; ``records:`` only changes which element is the root.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pydantic import (
 
 from scrape_contracts.contract.activations import Activation, activation_problems
 from scrape_contracts.contract.paths import confined_problem
+from scrape_contracts.contract.records import ITEM_SELECTOR, RecordsSpec, records_problems
 from scrape_contracts.engine.select import SelectorError, compile_selector
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -318,6 +319,9 @@ class Contract(_Strict):
     targets: list[Target] | DynamicTargets
     fetch: FetchSettings = Field(default_factory=FetchSettings)
     fields: dict[str, FieldSpec] = Field(min_length=1)
+    records: RecordsSpec | None = Field(
+        None, description="A list contract: many records per target (fields are read inside each item), "
+                          "optionally across pages; see contract/records.py.")
     json_schema: dict[str, Any] | None = Field(
         None, alias="schema", description="JSON Schema of one record; derived from fields when absent."
     )
@@ -340,6 +344,11 @@ class Contract(_Strict):
     @model_validator(mode="after")
     def _activations_fit_fields(self) -> Contract:
         problems = activation_problems(self.activations, {n: spec.type for n, spec in self.fields.items()})
+        if self.records is not None:
+            problems += records_problems(self.records, dict(self.fields))
+            problems += [f"activation {rule.name!r}: `when:` compares one record with its last accepted version, "
+                         "which a list contract (records:) does not have yet; use `on:` events"
+                         for rule in self.activations if rule.when is not None]
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -439,8 +448,16 @@ class Contract(_Strict):
         return self.fields[field].rules.expected is not None or any(
             field in t.expected for t in self.static_targets)
 
+    @property
+    def is_list(self) -> bool:
+        """Many records per target (``records:``) rather than one."""
+        return self.records is not None
+
     def selectors(self) -> dict[str, str]:
-        return {name: spec.selector for name, spec in self.fields.items()}
+        selectors = {name: spec.selector for name, spec in self.fields.items()}
+        if self.records is not None:
+            selectors[ITEM_SELECTOR] = self.records.item
+        return selectors
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -450,6 +467,8 @@ class Contract(_Strict):
         taken as unchanged under the same fingerprint (an edited contract re-extracts the stored page)."""
         decisive = {"fields": {name: spec.model_dump(mode="json") for name, spec in self.fields.items()},
                     "schema": self.json_schema}
+        if self.records is not None:  # only then: single-record contracts keep the fingerprints they had
+            decisive["records"] = self.records.model_dump(mode="json")
         return hashlib.sha256(json.dumps(decisive, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 

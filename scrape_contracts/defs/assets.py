@@ -14,7 +14,8 @@ from scrape_contracts.contract.model import Contract
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
-from scrape_contracts.service import gate, scrape
+from scrape_contracts.engine.lists import RECORD_KEY, set_records
+from scrape_contracts.service import gate, lists, scrape
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, Recorded, ScrapeResult, Stage, Validated,
 )
@@ -105,6 +106,11 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         # a forced run (run tag scrape_contracts/force=true, `scrape-contracts run --force`) sends no validators
         force = context.run.tags.get("scrape_contracts/force") == "true"
         client = fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir)
+        if contract.is_list:  # every page of the target, found with the item selector in force
+            from scrape_contracts.adapters.fetch.paging import paged
+
+            in_force = project_store.current_selectors(name, contract.selectors()).selectors
+            client = paged(client, contract, lists.item_selector(loaded, in_force))
         try:
             page = client.fetch(url, etag=None if force else state.etag,
                                 last_modified=None if force else state.last_modified)
@@ -163,7 +169,7 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
             # every check of the run, passed or failed: the check steps are skipped without a candidate
             violations = [v.as_dict() for v in result.violations]
             evaluations = check_evaluations(name, result.partition, contract_check_names(loaded), violations,
-                                            result.outcome.value, recorded.candidate_id)
+                                            result.outcome.value, recorded.candidate_id, result.summary)
             for evaluation in aimed_at_latest(context.instance, evaluations):
                 context.log_event(evaluation)
             emit(Stage.REJECTED, {"candidate_id": recorded.candidate_id,
@@ -212,7 +218,7 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         return dg.MaterializeResult(metadata=accepted_metadata(
             outcome=candidate.outcome, candidate_id=candidate.id, url=candidate.url, record=candidate.record,
             version=recorded.accepted_version, new_version=recorded.status == "accepted",
-            heal=(candidate.details or {}).get("heal") or {},
+            heal=(candidate.details or {}).get("heal") or {}, list_contract=contract.is_list,
             paused=state.pause_reason if state.paused else None))
 
     return ContractAssets(candidate, accepted)
@@ -240,7 +246,17 @@ def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, An
         "page_sha256": result.page_sha256 or "",
         "healed": result.heal.healed,
         **selector_change_metadata(result.heal.as_dict()),
+        **set_metadata(result.summary),
     }
+
+
+def set_metadata(summary: dict[str, Any] | None) -> dict[str, Any]:
+    """A list target's counts, and the keys of the records added, removed and changed (by record key)."""
+    if summary is None:
+        return {}
+    counts = {k: summary[k] for k in ("records", "dropped", "pages", "added", "removed", "changed")}
+    return {**counts, "record_changes": dg.MetadataValue.json(
+        {k: summary.get(k) or [] for k in ("added_keys", "removed_keys", "changed_keys")})}
 
 
 def selector_change_metadata(heal: dict[str, Any]) -> dict[str, Any]:
@@ -255,6 +271,10 @@ def selector_change_metadata(heal: dict[str, Any]) -> dict[str, Any]:
 def column_schema(contract: Contract) -> dg.TableSchema:
     """The record's columns as the contract declares them (a heal changes selectors, never columns)."""
     columns = []
+    if contract.is_list:
+        key = ", ".join(contract.records.key) if contract.records.key else "a hash of the record's values"
+        columns.append(dg.TableColumn(name=RECORD_KEY, type="string", description=f"record key: {key}",
+                                      constraints=dg.TableColumnConstraints(nullable=False)))
     for name, spec in contract.fields.items():
         rules = spec.rules
         given = (("min", rules.min), ("max", rules.max), ("expected", rules.expected),
@@ -271,12 +291,15 @@ def column_schema(contract: Contract) -> dg.TableSchema:
 def accepted_metadata(*, outcome: str, candidate_id: int, url: str, record: dict[str, Any],
                       version: int | None, new_version: bool, heal: dict[str, Any],
                       stages: list[dict[str, Any]] | None = None,
-                      paused: str | None = None) -> dict[str, Any]:
+                      paused: str | None = None, list_contract: bool = False) -> dict[str, Any]:
+    # a partition's accepted data is one record (the target page's), or a list target's set of records
+    rows = len(set_records(record)) if list_contract else 1
     metadata: dict[str, Any] = {
         "outcome": str(outcome), "candidate_id": candidate_id, "url": dg.MetadataValue.url(url),
         "version": version or 0, "new_version": new_version,
-        "dagster/row_count": 1,  # a partition's accepted data is one record: the target page's
-        "record": dg.MetadataValue.json(_jsonable(record)),
+        "dagster/row_count": rows,
+        "record" if not list_contract else "records":
+            dg.MetadataValue.json(_jsonable(set_records(record)[:20] if list_contract else record)),
         **selector_change_metadata(heal),
     }
     if stages is not None:

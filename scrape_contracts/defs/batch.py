@@ -29,10 +29,9 @@ from scrape_contracts.defs.assets import (
     _jsonable, accepted_key, accepted_metadata, candidate_key, review_command, stage_description,
     target_state_observation,
 )
-from scrape_contracts.defs.checks import aimed_at_latest, check_metadata
+from scrape_contracts.defs.checks import aimed_at_latest, check_metadata, contract_check_names
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
-from scrape_contracts.engine.validate import check_names
 from scrape_contracts.service.batch import BatchRunner, BatchSettings, BatchTarget, TargetOutcome
 from scrape_contracts.service.records import Stage
 from scrape_contracts.service.scrape import target_urls
@@ -89,7 +88,7 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
         if check in failing or check in failed_before.get(partition, set()):
             passed, metadata, description = check_metadata(check, violations, result.outcome.value,
                                                            recorded.candidate_id,
-                                                           review_command(name, partition))
+                                                           review_command(name, partition), result.summary)
             others.append(dg.AssetCheckEvaluation(
                 asset_key=key, check_name=check, passed=passed, partition=partition,
                 severity=dg.AssetCheckSeverity.ERROR, description=description, metadata=metadata))
@@ -98,7 +97,8 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
             asset_key=accepted_key(name), partition=partition,
             metadata=accepted_metadata(outcome=result.outcome.value, candidate_id=recorded.candidate_id,
                                        url=result.url, record=result.record, version=recorded.accepted_version,
-                                       new_version=True, heal=result.heal.as_dict(), stages=_story(outcome)))
+                                       new_version=True, heal=result.heal.as_dict(), stages=_story(outcome),
+                                       list_contract=loaded.contract.is_list))
         return [materialisation], others
     # paused by this scrape (sent to review, or its healing budget spent): said on the accepted data too
     paused = [e.data.get("reason") for e in outcome.story if e.stage == Stage.PAUSED]
@@ -150,8 +150,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
     contract = loaded.contract
     name = contract.name
     partitions_def = partitions_for(contract)
-    expected_fields = [n for n in contract.fields if contract.has_expected(n)]
-    checks = check_names(contract.fields, expected_fields)
+    checks = contract_check_names(loaded)
 
     @dg.op(name=f"{name}_scrape_batch", out={}, tags={"scrape_contracts/contract": name})
     def scrape_batch(context: dg.OpExecutionContext, config: BatchConfig, store: ProjectStoreResource,

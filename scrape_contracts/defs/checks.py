@@ -18,8 +18,11 @@ from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.defs.assets import REVIEW_HINT, candidate_key, review_command
 from scrape_contracts.defs.metadata import bounded, bounded_text
 from scrape_contracts.defs.partitions import partitions_for
+from scrape_contracts.engine.set_checks import (
+    COVERAGE_CHECK, KEYS_UNIQUE_CHECK, RECORD_COUNT_CHECK, TOLERANCE_CHECK, set_check_names,
+)
 from scrape_contracts.engine.validate import (
-    CHANGE_CHECK, REQUIRED_CHECK, SCHEMA_CHECK, check_names,
+    CHANGE_CHECK, REQUIRED_CHECK, REVIEW_CHECKS, SCHEMA_CHECK, SET_CHANGE_CHECK, check_names,
 )
 from scrape_contracts.service.records import Stage
 
@@ -39,6 +42,13 @@ _DESCRIPTIONS = {
     REQUIRED_CHECK: "Every required field was found on the page.",
     CHANGE_CHECK: "No field changed more than its max_change_pct against the last accepted version; "
                   "a failure quarantines the candidate for review.",
+    RECORD_COUNT_CHECK: "The target yields between records.min_records and records.max_records records.",
+    KEYS_UNIQUE_CHECK: "No two records share a record key.",
+    COVERAGE_CHECK: "Each field in records.coverage is on at least its share of the records.",
+    TOLERANCE_CHECK: "At most records.tolerance_pct of the records break the schema or a rule (those are "
+                     "dropped and counted; more fails the set).",
+    SET_CHANGE_CHECK: "No more records added, removed or changed at once than records.max_*_pct of the last "
+                      "accepted set; a failure quarantines the candidate for review.",
 }
 
 
@@ -51,11 +61,19 @@ def _description(name: str) -> str:
 
 
 def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, candidate_id: int,
-                   review: str | None = None) -> tuple[bool, dict[str, Any], str | None]:
-    """(passed, metadata, description) of one check, from the violations the engine found."""
+                   review: str | None = None, summary: dict[str, Any] | None = None
+                   ) -> tuple[bool, dict[str, Any], str | None]:
+    """(passed, metadata, description) of one check, from the violations the engine found; ``summary``:
+    a list target's counts (records, dropped, added, removed, changed), shown on each of its checks."""
     # values from the page can be huge: every string is cut to the metadata limit (defs/metadata.py)
     mine = bounded([v for v in violations if v["check"] == check])
     metadata: dict[str, Any] = {"outcome": str(outcome), "candidate_id": candidate_id}
+    for name in ("records", "dropped", "added", "removed", "changed", "previous_records"):
+        if summary and summary.get(name) is not None:
+            metadata[name] = summary[name]
+    if summary and check == SET_CHANGE_CHECK:
+        for name in ("added_keys", "removed_keys", "changed_keys"):
+            metadata[name] = dg.MetadataValue.json(summary.get(name) or [])
     if mine:
         first = mine[0]
         metadata.update({
@@ -66,7 +84,7 @@ def check_metadata(check: str, violations: list[dict[str, Any]], outcome: str, c
             "message": first["message"],
             "violations": dg.MetadataValue.json(mine),
         })
-        if check == CHANGE_CHECK:
+        if check in REVIEW_CHECKS:
             metadata["review"] = f"quarantined: {review or REVIEW_HINT}"
     return not mine, metadata, _summary(mine)
 
@@ -80,13 +98,14 @@ def _summary(violations: list[dict[str, Any]]) -> str | None:
 
 
 def check_evaluations(contract: str, partition: str, checks: list[str], violations: list[dict[str, Any]],
-                      outcome: str, candidate_id: int) -> list[dg.AssetCheckEvaluation]:
+                      outcome: str, candidate_id: int, summary: dict[str, Any] | None = None
+                      ) -> list[dg.AssetCheckEvaluation]:
     """The evaluation of each of ``checks`` from the violations, for events logged outside a check step (a
     rejected candidate is not materialised, so its check steps do not run; batched runs)."""
     evaluations = []
     for check in checks:
         passed, metadata, description = check_metadata(check, violations, outcome, candidate_id,
-                                                       review_command(contract, partition))
+                                                       review_command(contract, partition), summary)
         evaluations.append(dg.AssetCheckEvaluation(
             asset_key=candidate_key(contract), check_name=check, passed=passed, partition=partition,
             severity=dg.AssetCheckSeverity.ERROR, description=description, metadata=metadata))
@@ -127,13 +146,17 @@ def aimed_at_latest(instance: dg.DagsterInstance, events: list[Any]) -> list[Any
 
 def contract_check_names(loaded: LoadedContract) -> list[str]:
     contract = loaded.contract
+    if contract.records is not None:
+        return set_check_names(contract.records, contract.fields)
     return check_names(contract.fields, [n for n in contract.fields if contract.has_expected(n)])
 
 
 def _result(check: str, candidate: Candidate) -> dg.AssetCheckResult:
-    passed, metadata, description = check_metadata(check, (candidate.details or {}).get("violations", []),
+    details = candidate.details or {}
+    passed, metadata, description = check_metadata(check, details.get("violations", []),
                                                    candidate.outcome, candidate.id,
-                                                   review_command(candidate.contract, candidate.partition))
+                                                   review_command(candidate.contract, candidate.partition),
+                                                   details.get("set"))
     return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata,
                                description=description)
 

@@ -15,7 +15,7 @@ class Outcome(str, Enum):
     VALID = "valid"  # new or changed data within every rule: accepted
     UNCHANGED = "unchanged"  # same data as the last accepted version (after normalisation)
     HEALED = "healed"  # a broken selector was healed and the data passes every rule: accepted
-    REVIEW_REQUIRED = "review_required"  # only the change limit failed: quarantined for a person
+    REVIEW_REQUIRED = "review_required"  # only a change limit failed: quarantined for a person
     REJECTED = "rejected"  # schema/required/expected/bounds failed: never accepted
     FAILED = "failed"  # fetch or extraction failed before there was a record
 
@@ -25,9 +25,9 @@ class Outcome(str, Enum):
 
 def decide_outcome(violations: Sequence[Violation], changes: Sequence[FieldChange], *, healed: bool,
                    has_previous: bool) -> Outcome:
-    from scrape_contracts.engine.validate import CHANGE_CHECK
+    from scrape_contracts.engine.validate import REVIEW_CHECKS
 
-    if any(v.check != CHANGE_CHECK for v in violations):
+    if any(v.check not in REVIEW_CHECKS for v in violations):
         return Outcome.REJECTED
     if violations:
         return Outcome.REVIEW_REQUIRED

@@ -54,6 +54,9 @@ def expected_check_name(field: str) -> str:
 SCHEMA_CHECK = "matches_schema"
 REQUIRED_CHECK = "required_fields_present"
 CHANGE_CHECK = "change_within_limit"
+SET_CHANGE_CHECK = "set_change_within_limit"  # list contracts: too many records added/removed/changed at once
+# a failure of these sends the candidate to a person (quarantine); any other failure rejects it
+REVIEW_CHECKS = frozenset({CHANGE_CHECK, SET_CHANGE_CHECK})
 
 
 def validate_schema(record: Mapping[str, Any], schema: Mapping[str, Any], *,

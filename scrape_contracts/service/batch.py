@@ -206,6 +206,11 @@ class _Worker:
         else:
             fetcher = async_fetcher_for(share.fetch_settings, self.loaded.base_dir,
                                         max_connections=share.max_connections)
+            if self.loaded.contract.is_list:  # every page of a target, found with the item selector in force
+                from scrape_contracts.adapters.fetch.paging import paged
+                from scrape_contracts.service.lists import item_selector
+
+                fetcher = paged(fetcher, self.loaded.contract, item_selector(self.loaded, share.selectors.selectors))
 
         # results go back in small lists: one queue put per target cost a tenth of an unchanged sweep's worker
         # time (a lock handshake with the queue's feeder thread each); a list leaves when it is full or

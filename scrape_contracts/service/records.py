@@ -169,6 +169,8 @@ class ScrapeResult:
     fetched: Fetched
     selector_version: int | None
     contract_fingerprint: str | None = None
+    # a list target (records:): counts of the set and its diff by record key (service/lists.py)
+    summary: dict[str, Any] | None = None
 
     @property
     def page_sha256(self) -> str | None:
@@ -184,12 +186,14 @@ class ScrapeResult:
             "violations": [v.as_dict() for v in self.violations],
             "problems": [{"field": p.field, "kind": p.kind, "message": p.message} for p in self.problems],
             "changes": [c.as_dict() for c in self.changes],
-            "previous": dict(previous.record) if previous else None,
+            # a list target's last set is in its accepted version already: not copied into every candidate
+            "previous": dict(previous.record) if previous and self.summary is None else None,
             "previous_version": previous.version if previous else None,
             "heal": self.heal.as_dict(),
             "attempts": [dict(a) for a in self.fetched.attempts],
             "validators": self.fetched.validators,
             "contract_fingerprint": self.contract_fingerprint,
+            **({"set": self.summary} if self.summary is not None else {}),
         }
 
 

@@ -18,9 +18,11 @@ from scrape_contracts.adapters.store import ProjectStore, SelectorConflict, Sele
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.diff import diff_records
 from scrape_contracts.engine.extract import Extraction, extract_record
+from scrape_contracts.engine.lists import is_set
 from scrape_contracts.engine.outcome import Outcome, decide_outcome
 from scrape_contracts.engine.rendering import browser_hint
 from scrape_contracts.engine.validate import CHANGE_CHECK, REQUIRED_CHECK, validate_rules, validate_schema
+from scrape_contracts.service import lists, lists_heal
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
 )
@@ -123,6 +125,8 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
     if html is None:
         raise RuntimeError(f"page {fetched.page_sha256} is missing from the artifact store; run again with "
                            "--force to fetch it again")
+    if loaded.contract.is_list:
+        return lists.extract(loaded, fetched, selectors, html, emit)
     extraction = extract_record(html, loaded.contract.fields, selectors.selectors,
                                 limits=settings.engine_limits(), page_url=fetched.final_url)
     extraction, used, fallback = _earlier_layout(loaded, html, selectors, extraction, fetched.final_url)
@@ -163,6 +167,8 @@ def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersio
 def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Validated:
     """JSON Schema and the contract's rules, against the last accepted version."""
     contract = loaded.contract
+    if contract.is_list:
+        return lists.validate(loaded, extracted, emit)
     previous = extracted.fetched.previous
     schema_violations = validate_schema(extracted.record, contract.record_schema(), limits=settings.engine_limits())
     violations = tuple(schema_violations + validate_rules(
@@ -181,6 +187,8 @@ def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Valida
 
 def heal_triggers(validated: Validated) -> list[str]:
     """Fields whose selector is suspect: no match, several matches, or a value breaking a non-change rule."""
+    if validated.extracted.record and is_set(validated.extracted.record):
+        return lists.heal_triggers(validated)
     fields = {p.field for p in validated.extracted.problems}
     fields |= {v.field for v in validated.violations if v.field and v.check != CHANGE_CHECK}
     return sorted(fields)
@@ -193,6 +201,8 @@ def needs_healing(loaded: LoadedContract, validated: Validated) -> bool:
 
 def decide(loaded: LoadedContract, validated: Validated, heal: HealReport, emit: Emit) -> ScrapeResult:
     """Diff against the last accepted record and decide the outcome."""
+    if loaded.contract.is_list:
+        return lists.decide(loaded, validated, heal, emit)
     previous = validated.fetched.previous
     record = validated.extracted.record
     changes = tuple(diff_records(previous.record if previous else None, record, loaded.contract.fields))
@@ -211,6 +221,8 @@ def rejudge(loaded: LoadedContract, partition: str, record: dict[str, Any], prev
             healed: bool) -> tuple[tuple[Any, ...], tuple[Any, ...], Outcome]:
     """(violations, changes, outcome) of a record against ``previous``: the gate, without the stages' story."""
     contract = loaded.contract
+    if contract.is_list:
+        return lists.rejudge(loaded, record, previous, healed=healed)
     schema_violations = validate_schema(record, contract.record_schema(), limits=settings.engine_limits())
     violations = tuple(schema_violations + validate_rules(
         record, contract.fields, previous.record if previous else None, contract.expected_for(partition)))
@@ -222,15 +234,18 @@ def redecide(loaded: LoadedContract, result: ScrapeResult, previous: Previous | 
     """The same candidate, diffed against a newer accepted version (another run accepted one meanwhile)."""
     violations, changes, outcome = rejudge(loaded, result.partition, result.record, previous,
                                            healed=result.heal.healed)
+    summary = lists.summary_of(result.record, changes, previous) if loaded.contract.is_list else None
     return dataclasses.replace(result, violations=violations, changes=changes, outcome=outcome,
-                               fetched=dataclasses.replace(result.fetched, previous=previous))
+                               fetched=dataclasses.replace(result.fetched, previous=previous), summary=summary)
 
 
 def heal_and_decide(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,
                     store: ProjectStore, emit: Emit) -> ScrapeResult:
     """Heal broken selectors when there is something to heal (never inventing a value), then decide."""
     report = HealReport()
-    if needs_healing(loaded, validated):
+    if needs_healing(loaded, validated) and loaded.contract.is_list:
+        validated, report = lists_heal.heal(loaded, validated, run_id, artifacts, store, emit)
+    elif needs_healing(loaded, validated):
         validated, report = _heal(loaded, validated, run_id, artifacts, store, emit)
     return decide(loaded, validated, report, emit)
 

@@ -1,0 +1,204 @@
+"""List contracts (records:) end to end: a real HTTP site, a real instance, both run paths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from scrape_contracts.events import read_trail
+from scrape_contracts.reader import read_accepted
+from scrape_contracts.testing.reviews import Review, listing_pages, reviews
+from scrape_contracts_tests.conftest import Harness, failed_checks, materialized_keys
+from scrape_contracts_tests.defs.test_batch import run_batch
+
+REVIEWS_CONTRACT = """
+name: reviews
+targets:
+  - url: {url}
+    key: aurora
+fetch:
+  adapter: http
+  timeout_s: 5
+  retries: 0
+  allow_private_addresses: true
+records:
+  item: article.review
+  key: id
+  pagination:
+    next: "a[rel=next]::attr(href)"
+    max_pages: 10
+  coverage: {{rating: 95}}
+  tolerance_pct: {tolerance}
+fields:
+  id:
+    selector: "::attr(data-review-id)"
+  author:
+    selector: .author
+  rating:
+    selector: .rating
+    type: integer
+    pattern: '(\\d)\\s*/\\s*5'
+    rules: {{min: 1, max: 5}}
+  date:
+    selector: "time::attr(datetime)"
+    type: date
+  text:
+    selector: .text
+"""
+
+PATH = "/biz/aurora/reviews"
+
+
+def serve(site: Any, items: list[Review], *, layout: str = "v1") -> None:
+    pages = listing_pages(items, layout=layout, href=PATH + "?page={page}")
+    for number, text in enumerate(pages, start=1):
+        site.set_page(PATH if number == 1 else f"{PATH}?page={number}", text)
+    for number in range(len(pages) + 1, 6):  # pages that no longer exist
+        site.set_page(f"{PATH}?page={number}", "gone", status=404)
+
+
+def write_contract(harness: Harness, site: Any, *, tolerance: float = 5) -> None:
+    harness.write("reviews.yaml", REVIEWS_CONTRACT.format(url=site.url(PATH), tolerance=tolerance))
+
+
+def accepted_records(harness: Harness) -> list[dict[str, Any]]:
+    from scrape_contracts.engine.lists import set_records
+
+    return set_records(harness.accepted("reviews", "aurora"))
+
+
+def test_sixty_reviews_over_three_pages_are_extracted_and_read_one_row_each(sqlite_harness: Harness, site: Any
+                                                                           ) -> None:
+    harness = sqlite_harness
+    serve(site, reviews(60))
+    write_contract(harness, site)
+    result = harness.run("reviews", "aurora")
+    assert result.success, failed_checks(result)
+    assert materialized_keys(result) == {"scrape/reviews/candidate", "scrape/reviews"}
+    records = accepted_records(harness)
+    assert [r["record_key"] for r in records] == [f"r{i:03d}" for i in range(1, 61)]
+    assert records[0] == {"record_key": "r001", "id": "r001", "author": "Ana", "rating": 1, "date": "2026-12-28",
+                          "text": "Lovely coffee, visit 1."}
+    assert {p.split("?")[0] for p in [r.path for r in site.requests]} == {PATH}
+    frame = read_accepted("reviews")
+    assert len(frame) == 60
+    assert list(frame.columns[:3]) == ["partition", "url", "record_key"]
+    assert set(frame["partition"]) == {"aurora"}
+    # the accepted asset says how many rows and which columns
+    mat = harness.instance.fetch_materializations(dg.AssetKey(["scrape", "reviews"]), limit=1).records[0]
+    assert mat.asset_materialization.metadata["dagster/row_count"].value == 60
+    # stable keys: the same pages scraped again give the same rows
+    serve(site, reviews(60))
+    again = harness.run("reviews", "aurora", )
+    assert again.success
+    assert list(read_accepted("reviews")["record_key"]) == list(frame["record_key"])
+
+
+def _check_metadata(result: dg.ExecuteInProcessResult, check: str) -> dict[str, Any]:
+    for event in result.all_events:
+        if event.event_type_value == "ASSET_CHECK_EVALUATION" and event.event_specific_data.check_name == check:
+            return {k: v.value for k, v in event.event_specific_data.metadata.items()}
+    raise AssertionError(f"no evaluation of {check}")
+
+
+def test_half_the_reviews_gone_is_quarantined_by_the_set_change_limit(sqlite_harness: Harness, site: Any) -> None:
+    harness = sqlite_harness
+    serve(site, reviews(60))
+    write_contract(harness, site)
+    assert harness.run("reviews", "aurora").success
+    # every page now lists only its first half: 30 of 60 records removed at once, one new review added
+    half = [r for i, r in enumerate(reviews(60)) if i % 20 < 10]
+    serve(site, [Review("r099", "Zed", 5, "2026-12-31", "Just opened again."), *half])
+    result = harness.run("reviews", "aurora")
+    assert not result.success
+    failed = failed_checks(result)
+    assert set(failed) == {"set_change_within_limit"}
+    meta = failed["set_change_within_limit"]
+    assert (meta["removed"], meta["added"], meta["changed"], meta["previous_records"]) == (30, 1, 0, 60)
+    assert meta["added_keys"] == ["r099"] and len(meta["removed_keys"]) == 30
+    assert "30 of 60 records removed at once" in meta["message"]
+    candidate = harness.store.latest_candidate("reviews", "aurora")
+    assert candidate.status == "quarantined"
+    assert len(accepted_records(harness)) == 60  # the last accepted set survives
+    # the per-record diff is in the event trail
+    trail = read_trail(harness.instance, "reviews", partition="aurora", limit=1000)[0]
+    change = [e for e in trail if e.stage == "change_detected" and e.run_id == result.run_id]
+    assert change and change[0].metadata["removed"] == 30 and change[0].metadata["added_keys"] == ["r099"]
+    # a reviewer who knows the business closed half its listing accepts it
+    assert harness.review("reviews", "aurora", "accept").success
+    assert len(accepted_records(harness)) == 31
+    assert len(read_accepted("reviews")) == 31
+
+
+def test_duplicate_keys_fail_uniqueness(sqlite_harness: Harness, site: Any) -> None:
+    harness = sqlite_harness
+    items = reviews(60)
+    items[30] = items[3]  # the site lists one review twice
+    serve(site, items)
+    write_contract(harness, site)
+    result = harness.run("reviews", "aurora")
+    # rejected: never materialised, the failed check says why (a rejected candidate ends the run quietly)
+    assert "scrape/reviews" not in materialized_keys(result)
+    assert set(failed_checks(result)) == {"record_keys_unique"}
+    assert "'r004' ×2" in failed_checks(result)["record_keys_unique"]["message"]
+    assert harness.store.latest_candidate("reviews", "aurora").status == "rejected"
+    assert harness.accepted("reviews", "aurora") is None
+
+
+def _without_rating(site: Any, review_ids: list[str]) -> None:
+    for number, text in enumerate(listing_pages(reviews(60), href=PATH + "?page={page}"), start=1):
+        for review in reviews(60):
+            if review.id in review_ids:
+                text = text.replace(f'data-review-id="{review.id}"><span class="author">{review.author}</span>'
+                                    f'<span class="rating">{review.rating}/5</span>',
+                                    f'data-review-id="{review.id}"><span class="author">{review.author}</span>')
+        site.set_page(PATH if number == 1 else f"{PATH}?page={number}", text)
+
+
+@pytest.mark.parametrize("tolerance", [5, 0])
+def test_a_record_missing_a_required_field_is_dropped_within_the_tolerance(sqlite_harness: Harness, site: Any,
+                                                                           tolerance: float) -> None:
+    harness = sqlite_harness
+    _without_rating(site, ["r010"])
+    write_contract(harness, site, tolerance=tolerance)
+    result = harness.run("reviews", "aurora")
+    if tolerance:
+        assert result.success, failed_checks(result)
+        meta = _check_metadata(result, "records_within_tolerance")
+        assert (meta["records"], meta["dropped"]) == (59, 1)
+        keys = [r["record_key"] for r in accepted_records(harness)]
+        assert len(keys) == 59 and "r010" not in keys
+        dropped = harness.store.latest_accepted("reviews", "aurora").record["@dropped"]
+        assert [d["record_key"] for d in dropped] == ["r010"]
+        assert "rating is required but was not found on the page" in dropped[0]["reasons"]
+    else:
+        assert "scrape/reviews" not in materialized_keys(result)
+        failed = failed_checks(result)
+        assert set(failed) == {"records_within_tolerance"}
+        assert "1 of 60 records (1.7%) break the contract, more than the tolerated 0%" in failed[
+            "records_within_tolerance"]["message"]
+        assert "record r010: rating is required" in failed["records_within_tolerance"]["message"]
+        assert harness.accepted("reviews", "aurora") is None
+
+
+def test_batched_run_gives_the_same_set_and_diff(sqlite_harness: Harness, site: Any) -> None:
+    harness = sqlite_harness
+    serve(site, reviews(60))
+    write_contract(harness, site)
+    first = run_batch(harness, "reviews")
+    assert first.success
+    assert len(accepted_records(harness)) == 60
+    mat = harness.instance.fetch_materializations(dg.AssetKey(["scrape", "reviews"]), limit=1).records[0]
+    assert mat.asset_materialization.metadata["dagster/row_count"].value == 60
+    # an unchanged listing is unchanged; half of it gone is quarantined with the counts on the check
+    assert run_batch(harness, "reviews").success
+    assert harness.store.latest_candidate("reviews", "aurora").outcome == "unchanged"
+    serve(site, [r for i, r in enumerate(reviews(60)) if i % 20 < 10])
+    third = run_batch(harness, "reviews")
+    failed = failed_checks(third)
+    assert set(failed) == {"set_change_within_limit"}
+    assert (failed["set_change_within_limit"]["removed"], failed["set_change_within_limit"]["added"]) == (30, 0)
+    assert harness.store.latest_candidate("reviews", "aurora").status == "quarantined"
+    assert len(read_accepted("reviews")) == 60

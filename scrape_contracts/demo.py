@@ -3,7 +3,9 @@
 Round 1 scrapes site v1. Round 2 scrapes v2, a redesign: books' ids and classes change (the healer finds
 the fields again through data-field/itemprop anchors) and two prices jump, 9.50 → 29.00 and 15.00 → 34.00
 (quarantined: they wait for your review, the demo ends by printing the commands); the job board drops salary
-and location (the healer refuses, three runs exhaust the budget and the targets pause).
+and location (the healer refuses, three runs exhaust the budget and the targets pause). The reviews of a
+café are a list contract: 60 reviews over 3 pages in v1; in v2 one review is new and one edited, so a new
+version of the set is accepted with the records added and changed, by key, in its metadata.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def run_demo(home: Path) -> int:
                     candidate = store.latest_candidate(name, key, run_id=result.run_id)
                     outcome = candidate.outcome if candidate else "failed"
                     outcomes.setdefault((name, key), []).append(outcome)
-                    print(f"  {name:<6} {key:<44} {outcome:<16} run {result.run_id[:8]}")
+                    print(f"  {name:<7} {key:<44} {outcome:<16} run {result.run_id[:8]}")
                     if candidate is None:
                         print(f"         error: {_first_error(result)}")
 
@@ -107,6 +109,10 @@ def _first_error(result: dg.ExecuteInProcessResult) -> str:
 
 
 def _short(record: dict) -> str:
+    from scrape_contracts.engine.lists import is_set, set_records
+
+    if is_set(record):
+        return f"{len(set_records(record))} records"
     text = ", ".join(f"{k}={v}" for k, v in record.items())
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -2,7 +2,8 @@
 
 ``scrape/<name>/candidate`` loads as the stored ``Candidate`` of the run (the checks read its violations).
 ``scrape/<name>`` loads as one record (a dict) for a single partition, or as a pandas DataFrame of the
-latest accepted record of every requested partition (a non-partitioned downstream asset gets all of them).
+latest accepted record of every requested partition (a non-partitioned downstream asset gets all of them);
+a list contract's (``records:``) always as a DataFrame, one row per record.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dagster as dg
 
 from scrape_contracts.adapters.store import Candidate
 from scrape_contracts.defs.resources import ProjectStoreResource
+from scrape_contracts.engine.lists import is_set
 from scrape_contracts.reader import accepted_frame
 
 if TYPE_CHECKING:
@@ -58,6 +60,8 @@ class AcceptedIOManager(dg.ConfigurableIOManager):
         downstream_partitioned = context.has_partition_key
         if context.has_asset_partitions and downstream_partitioned and len(context.asset_partition_keys) == 1:
             latest = store.latest_accepted(contract, context.asset_partition_key)
+            if latest is not None and is_set(latest.record):
+                return accepted_frame([latest])  # a list target: its records, one row each
             return dict(latest.record) if latest else None
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
         return accepted_frame(store.latest_accepted_all(contract, keys))

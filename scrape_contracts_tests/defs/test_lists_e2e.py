@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import dagster as dg
+import pandas as pd
 import pytest
 
 from scrape_contracts.events import read_trail
@@ -202,3 +203,31 @@ def test_batched_run_gives_the_same_set_and_diff(sqlite_harness: Harness, site: 
     assert (failed["set_change_within_limit"]["removed"], failed["set_change_within_limit"]["added"]) == (30, 0)
     assert harness.store.latest_candidate("reviews", "aurora").status == "quarantined"
     assert len(read_accepted("reviews")) == 60
+
+
+def test_downstream_assets_get_one_row_per_record(sqlite_harness: Harness, site: Any) -> None:
+    from scrape_contracts.contract.loader import load_contracts
+    from scrape_contracts.defs.assets import accepted_key, build_contract_assets
+    from scrape_contracts.defs.resources import default_resources
+
+    harness = sqlite_harness
+    serve(site, reviews(60))
+    write_contract(harness, site)
+    assert harness.run("reviews", "aurora").success
+    accepted = build_contract_assets(load_contracts(harness.contracts_dir).by_name()["reviews"]).accepted
+
+    @dg.asset(ins={"reviews": dg.AssetIn(key=accepted_key("reviews"))})
+    def mean_rating(reviews: pd.DataFrame) -> float:
+        assert len(reviews) == 60 and set(reviews["partition"]) == {"aurora"}
+        return float(reviews["rating"].mean())
+
+    @dg.asset(ins={"reviews": dg.AssetIn(key=accepted_key("reviews"))}, partitions_def=accepted.partitions_def)
+    def authors(reviews: pd.DataFrame) -> int:
+        return reviews["author"].nunique()
+
+    result = dg.materialize([mean_rating, accepted.to_source_asset()], instance=harness.instance,
+                            resources=default_resources())
+    assert result.output_for_node("mean_rating") == sum(r.rating for r in reviews(60)) / 60
+    result = dg.materialize([authors, accepted.to_source_asset()], instance=harness.instance,
+                            resources=default_resources(), partition_key="aurora")
+    assert result.output_for_node("authors") == 12

@@ -4,8 +4,9 @@ Round 1 scrapes site v1. Round 2 scrapes v2, a redesign: books' ids and classes 
 the fields again through data-field/itemprop anchors) and two prices jump, 9.50 → 29.00 and 15.00 → 34.00
 (quarantined: they wait for your review, the demo ends by printing the commands); the job board drops salary
 and location (the healer refuses, three runs exhaust the budget and the targets pause). The reviews of a
-café are a list contract: 60 reviews over 3 pages in v1; in v2 one review is new and one edited, so a new
-version of the set is accepted with the records added and changed, by key, in its metadata.
+café are a list contract: 60 reviews over 3 pages in v1; v2 is a redesign of the list (the item selector
+is relocated and the fields inside the items healed) in which one review is new and one edited: the healed
+set is accepted with the records added and changed, by key, in its metadata.
 """
 
 from __future__ import annotations

@@ -86,6 +86,11 @@ def test_readme_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                 state = store.state("jobs", key)
                 assert state.paused and "healing budget exhausted" in state.pause_reason
                 assert store.latest_accepted("jobs", key).record["salary"] in (72000, 58000)
+            # the reviews list: redesigned in v2, its items relocated; one review added, one edited
+            assert store.latest_candidate("reviews", "cafe_aurora").outcome == "healed"
+            cafe = store.latest_accepted("reviews", "cafe_aurora")
+            assert cafe.version == 2 and len(cafe.record["@records"]) == 61
+            assert store.selector_history("reviews")[-1].selectors["@item"] == 'div[itemprop="review"]'
         if block.has("scrape-contracts db upgrade"):
             # the demo's store was created at the newest revision: nothing to upgrade
             from scrape_contracts.adapters.migrations import HEAD

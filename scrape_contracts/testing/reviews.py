@@ -85,12 +85,14 @@ def listing_pages(items: list[Review], per_page: int = 20, *, layout: str = "v1"
 
 
 def write_example_site(site_root: Path) -> None:
-    """The demo's pages: v1 has 60 reviews over 3 pages; v2 one more review and one edited (a diff)."""
+    """The demo's pages: v1 has 60 reviews over 3 pages; v2 is a redesign (the list heals) with one more
+    review and one edited (a diff by key)."""
     base = reviews(60)
     v2 = [Review("r061", "Mira", 5, "2026-12-30", "New owner, same great coffee."), *base]
     v2[5] = Review(v2[5].id, v2[5].author, v2[5].rating, v2[5].date, v2[5].text + " (edited)")
     for version, items in (("v1", base), ("v2", v2)):
         folder = site_root / version / "reviews.example.com" / "cafe-aurora"
         folder.mkdir(parents=True, exist_ok=True)
-        for number, text in enumerate(listing_pages(items, href="{page}.html"), start=1):
+        layout = "v1" if version == "v1" else "redesign"
+        for number, text in enumerate(listing_pages(items, layout=layout, href="{page}.html"), start=1):
             (folder / f"{number}.html").write_text(text, encoding="utf-8")

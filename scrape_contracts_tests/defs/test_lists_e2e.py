@@ -231,3 +231,64 @@ def test_downstream_assets_get_one_row_per_record(sqlite_harness: Harness, site:
     result = dg.materialize([authors, accepted.to_source_asset()], instance=harness.instance,
                             resources=default_resources(), partition_key="aurora")
     assert result.output_for_node("authors") == 12
+
+
+def test_a_markup_change_of_the_list_heals_and_yields_the_same_records(sqlite_harness: Harness, site: Any) -> None:
+    harness = sqlite_harness
+    serve(site, reviews(60))
+    write_contract(harness, site)
+    assert harness.run("reviews", "aurora").success
+    before = read_accepted("reviews")
+    # a redesign: no article.review any more, hashed classes; microdata on the items and their fields
+    serve(site, reviews(60), layout="redesign")
+    result = harness.run("reviews", "aurora")
+    assert result.success, failed_checks(result)
+    candidate = harness.store.latest_candidate("reviews", "aurora")
+    assert candidate.outcome == "healed"
+    heal = candidate.details["heal"]
+    assert heal["results"]["@item"]["old_selector"] == "article.review"
+    assert heal["results"]["@item"]["selector"] == 'div[itemprop="review"]'
+    assert heal["results"]["@item"]["evidence"]["items"] == 20  # several similar siblings on page 1
+    assert {"author", "rating", "text"} <= set(heal["results"])
+    after = read_accepted("reviews")
+    columns = ["record_key", "id", "author", "rating", "date", "text"]
+    assert after[columns].to_dict("records") == before[columns].to_dict("records")
+    # the same records, accepted with the new page (as a healed single record is)
+    assert len(after) == 60 and set(after["_version"]) == {2}
+    history = harness.store.selector_history("reviews")
+    assert [v.source for v in history] == ["contract", "heal"]
+    assert history[-1].selectors["@item"] == 'div[itemprop="review"]'
+    # the next run reads the new layout with the healed selectors, no heal needed
+    again = harness.run("reviews", "aurora")
+    assert again.success and harness.store.latest_candidate("reviews", "aurora").outcome == "unchanged"
+
+
+def test_a_list_whose_records_are_gone_is_not_healed_into_something_else(sqlite_harness: Harness, site: Any
+                                                                         ) -> None:
+    harness = sqlite_harness
+    serve(site, reviews(60))
+    write_contract(harness, site)
+    assert harness.run("reviews", "aurora").success
+    # the page now lists other reviews in other markup: nothing known to relocate the items from
+    others = [Review(f"x{i:03d}", "Someone", 3, "2025-01-01", f"Another place entirely, note {i}.")
+              for i in range(60)]
+    serve(site, others, layout="redesign")
+    result = harness.run("reviews", "aurora")
+    candidate = harness.store.latest_candidate("reviews", "aurora")
+    assert candidate.outcome == "rejected"
+    assert "@item" in candidate.details["heal"]["reason"]
+    assert "record_count_within_bounds" in failed_checks(result)
+    assert len(read_accepted("reviews")) == 60
+
+
+def test_a_batched_run_heals_the_list_too(sqlite_harness: Harness, site: Any) -> None:
+    harness = sqlite_harness
+    serve(site, reviews(60))
+    write_contract(harness, site)
+    assert run_batch(harness, "reviews").success
+    serve(site, reviews(60), layout="redesign")
+    assert run_batch(harness, "reviews").success
+    candidate = harness.store.latest_candidate("reviews", "aurora")
+    assert candidate.outcome == "healed"
+    assert candidate.details["heal"]["results"]["@item"]["selector"] == 'div[itemprop="review"]'
+    assert [r["record_key"] for r in accepted_records(harness)] == [f"r{i:03d}" for i in range(1, 61)]

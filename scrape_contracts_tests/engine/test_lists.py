@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from scrape_contracts.adapters.fetch.http import HttpFetcher
@@ -9,7 +10,7 @@ from scrape_contracts.adapters.fetch.paging import PagingFetcher
 from scrape_contracts.contract.records import Pagination
 from scrape_contracts.engine.lists import extract_records, join_pages, record_key, split_pages
 from scrape_contracts.engine.set_checks import diff_sets, judge_set
-from scrape_contracts.testing.reviews import listing_pages, reviews
+from scrape_contracts.testing.reviews import Review, listing_pages, reviews
 
 
 def _fields() -> dict[str, Any]:
@@ -70,3 +71,29 @@ def test_pagination_follows_next_links_and_a_url_template_until_the_list_ends(si
     page = template.fetch(site.url("/r"))
     assert len(split_pages(page.html, page.url)) == 3 and "repeats an earlier page" in page.attempts[-1]["stopped"]
     http.close()
+
+
+def _known(items: list[Any]) -> list[dict[str, Any]]:
+    return [{"record_key": r.id, "id": r.id, "author": r.author, "rating": r.rating, "date": r.date,
+             "text": r.text} for r in items]
+
+
+def test_items_are_relocated_from_the_last_accepted_records_or_refused() -> None:
+    from scrape_contracts.engine.heal.items import relocate_items
+
+    page = listing_pages(reviews(60), layout="redesign")[0]
+    found = relocate_items(page, _known(reviews(60)), "record_key")
+    assert found.selector == 'div[itemprop="review"]' and found.evidence["items"] == 20
+    assert len(found.items) == 20 and found.confidence == 1.0
+    # one record is not a list: never relocate the items on a single element
+    lonely = relocate_items(listing_pages(reviews(1), layout="redesign")[0], _known(reviews(60)), "record_key")
+    assert lonely.selector is None and "at least 2 needed" in lonely.refusal
+    # the records are not on the page any more: nothing to relocate from
+    strangers = [Review(f"x{i}", "Zed", 1, "2020-01-01", f"Elsewhere, note {i}") for i in range(20)]
+    others = relocate_items(page, _known(strangers), "record_key")
+    assert others.selector is None
+    # items with only generated class names and an unnamed parent: refused rather than positional
+    bare = re.sub(r' data-review-id="[^"]*"', "", page.replace(' itemprop="review" itemscope', "")
+                  .replace(' class="css-l1st"', ""))
+    known = [{k: v for k, v in r.items() if k != "id"} for r in _known(reviews(60))]  # the ids went too
+    assert relocate_items(bare, known, "record_key").refusal.startswith("the items have nothing")

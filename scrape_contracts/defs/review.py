@@ -12,6 +12,7 @@ from scrape_contracts.defs.assets import (
 from scrape_contracts.defs.checks import aimed_at_latest
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.resources import ProjectStoreResource
+from scrape_contracts.engine.lists import is_set, set_records
 from scrape_contracts.service.records import Stage
 
 
@@ -48,7 +49,8 @@ def review_decision(context: dg.OpExecutionContext, config: ReviewConfig, store:
         context.log_event(dg.AssetMaterialization(
             asset_key=accepted_key(config.contract), partition=config.partition,
             metadata={**metadata, "stage": "accepted", "outcome": "valid", "version": review.accepted_version,
-                      "dagster/row_count": 1,
+                      # one record, or a list target's set of them
+                      "dagster/row_count": len(set_records(candidate.record)) if is_set(candidate.record) else 1,
                       "record": dg.MetadataValue.json(bounded(candidate.record))},
         ))
     state = store.get().state(config.contract, config.partition)

@@ -130,6 +130,8 @@ def test_half_the_reviews_gone_is_quarantined_by_the_set_change_limit(sqlite_har
     # a reviewer who knows the business closed half its listing accepts it
     assert harness.review("reviews", "aurora", "accept").success
     assert len(accepted_records(harness)) == 31
+    mat = harness.instance.fetch_materializations(dg.AssetKey(["scrape", "reviews"]), limit=1).records[0]
+    assert mat.asset_materialization.metadata["dagster/row_count"].value == 31
     assert len(read_accepted("reviews")) == 31
 
 

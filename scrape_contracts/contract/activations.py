@@ -50,6 +50,14 @@ class Operational(str, Enum):
     RECOVERED = "recovered"  # succeeded again after a ``failing`` alert
 
 
+class RecordEvent(str, Enum):
+    """What happened to one record of a list target between two accepted sets."""
+
+    ADDED = "added"
+    REMOVED = "removed"
+    CHANGED = "changed"
+
+
 class Threshold(_Strict):
     """``10%`` (relative to the previous value) or ``5`` (absolute, in the field's unit)."""
 
@@ -83,6 +91,9 @@ class When(_Strict):
     all: tuple[When, ...] | None = None
     any: tuple[When, ...] | None = None
     field: str | None = None
+    record: RecordEvent | None = Field(
+        None, description="list contracts: a record (by record key) was added, removed or changed; with "
+                          "`field:` tests, they apply to that record")
     changed: bool | None = Field(None, description="true: the value changed (formatting-only changes do not count)")
     changed_from: Any = Field(None, description="the previous value was this (with changed_to: from A to B)")
     changed_to: Any = Field(None, description="the new value is this, and it changed")
@@ -104,8 +115,10 @@ class When(_Strict):
     def _one_kind(self) -> When:
         groups = [k for k in ("all", "any") if getattr(self, k) is not None]
         tests = self.tests()
-        if len(groups) + (self.field is not None) != 1:
-            raise ValueError("a condition is either `all: [...]`, `any: [...]` or `field: NAME` with tests")
+        subject = self.field is not None or self.record is not None
+        if len(groups) + subject != 1:
+            raise ValueError("a condition is either `all: [...]`, `any: [...]`, `field: NAME` with tests or "
+                             "`record: added|removed|changed`")
         if groups and tests:
             raise ValueError(f"`{groups[0]}` groups conditions; put field tests inside it")
         if groups and not getattr(self, groups[0]):
@@ -123,6 +136,11 @@ class When(_Strict):
         written = self.model_fields_set
         return [t for t in _FLAG_TESTS + _VALUE_TESTS + _NUMBER_TESTS
                 if (t in written if t in _VALUE_TESTS else getattr(self, t) is not None)]
+
+    def uses_records(self) -> bool:
+        if self.record is not None:
+            return True
+        return any(c.uses_records() for c in (self.all or self.any or ()))
 
     def fields(self) -> set[str]:
         if self.field is not None:

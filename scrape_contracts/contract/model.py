@@ -346,9 +346,10 @@ class Contract(_Strict):
         problems = activation_problems(self.activations, {n: spec.type for n, spec in self.fields.items()})
         if self.records is not None:
             problems += records_problems(self.records, dict(self.fields))
-            problems += [f"activation {rule.name!r}: `when:` compares one record with its last accepted version, "
-                         "which a list contract (records:) does not have yet; use `on:` events"
-                         for rule in self.activations if rule.when is not None]
+        else:
+            problems += [f"activation {rule.name!r}: `record:` conditions are for list contracts (records:); "
+                         "a single-record contract tests its fields with `field:`"
+                         for rule in self.activations if rule.when is not None and rule.when.uses_records()]
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -26,7 +27,9 @@ from scrape_contracts.adapters.schema import DeliveryState, OutboxKind
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.activations import Activation, Operational
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.engine.activations import fired_rules
+from scrape_contracts.engine.activations import fired_rules, fired_set_rules
+from scrape_contracts.engine.lists import is_set, set_records
+from scrape_contracts.engine.set_checks import diff_sets
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,9 @@ def messages_for(row: OutboxRow, loaded: LoadedContract | None, store: ProjectSt
     if row.kind == OutboxKind.ACCEPTED and row.version is not None and row.data.get("previous_version"):
         versions = store.accepted_versions(row.contract, row.partition, [row.version - 1, row.version])
         old, new = versions.get(row.version - 1), versions.get(row.version)
-        if old is not None and new is not None:
+        if old is not None and new is not None and is_set(new.record):
+            found += _set_messages(row, contract, old.record, new.record, link)
+        elif old is not None and new is not None:
             for fired in fired_rules(contract.activations, old.record, new.record, contract.fields):
                 kind = f"activation:{fired.rule}"
                 event = OutgoingEvent(
@@ -114,6 +119,25 @@ def messages_for(row: OutboxRow, loaded: LoadedContract | None, store: ProjectSt
             reasons=tuple(str(r) for r in (row.data.get("reason"),) if r), link=link,
             occurred_at=row.created_at.timestamp())
         found += [Message(row.id, rule.name, d, event) for d in rule.notify]
+    return found
+
+
+def _set_messages(row: OutboxRow, contract: Any, old: dict[str, Any], new: dict[str, Any], link: str
+                  ) -> list[Message]:
+    """A list target's fired rules: one event per rule, with the records it held for."""
+    before = set_records(old) if is_set(old) else None
+    after = set_records(new)
+    counts = diff_sets(before, after, contract.fields).counts() if before is not None else {}
+    found = []
+    for fired in fired_set_rules(contract.activations, before, after, contract.fields):
+        kind = f"activation:{fired.rule}"
+        event = OutgoingEvent(
+            id=event_id(row.contract, row.partition, row.version, kind), kind=kind, contract=row.contract,
+            target=row.partition, version=row.version, rule=fired.rule,
+            summary=f"{fired.rule}: {fired.payload['count']} record(s): " + "; ".join(fired.reasons[:3]),
+            reasons=fired.reasons, record=fired.payload, link=link, occurred_at=row.created_at.timestamp(),
+            changes=({"set": counts},))
+        found += [Message(row.id, fired.rule, d, event) for d in fired.destinations]
     return found
 
 

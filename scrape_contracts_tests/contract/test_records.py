@@ -54,10 +54,6 @@ def test_records_fields_must_exist_and_keys_be_required(tmp_path: Path) -> None:
           title: {selector: h2}
           price: {selector: .price, type: price, required: false}
           record_key: {selector: .id}
-        activations:
-          - name: cheaper
-            when: {field: price, below: 10}
-            notify: [team]
         """))
     messages = "\n".join(str(e) for e in load_contracts(tmp_path).errors)
     assert "records.key names field 'sku', which the contract does not have" in messages
@@ -65,7 +61,6 @@ def test_records_fields_must_exist_and_keys_be_required(tmp_path: Path) -> None:
     assert "records.coverage names field 'colour'" in messages
 
     assert "field name 'record_key' is reserved" in messages
-    assert "activation 'cheaper': `when:`" in messages and "use `on:` events" in messages
 
 
 def test_a_good_list_contract_loads_with_its_item_selector_versioned(tmp_path: Path) -> None:
@@ -99,3 +94,18 @@ def test_pagination_needs_one_way_to_the_next_page(tmp_path: Path) -> None:
         """))
     (error,) = load_contracts(tmp_path).errors
     assert "listing.yaml:6: records.pagination: pagination needs exactly one of `next`" in str(error)
+
+
+def test_record_conditions_are_for_list_contracts(tmp_path: Path) -> None:
+    (tmp_path / "single.yaml").write_text(textwrap.dedent("""
+        name: single
+        targets: [https://shop.example.com/p/1]
+        fields:
+          title: {selector: h2}
+        activations:
+          - name: new_thing
+            when: {record: added}
+            notify: [team]
+        """))
+    (error,) = load_contracts(tmp_path).errors
+    assert "activation 'new_thing': `record:` conditions are for list contracts (records:)" in str(error)

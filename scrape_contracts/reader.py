@@ -78,7 +78,8 @@ def accepted_frame(versions: list) -> pd.DataFrame:
     for v in versions:
         stamp = {"_version": v.version, "_accepted_at": v.created_at, "_run_id": v.run_id}
         if is_set(v.record):
-            rows += [{"partition": v.partition, "url": v.url, **record, **stamp} for record in set_records(v.record)]
+            rows += [{"partition": v.partition, "url": v.url, **record, **stamp}
+                     for record in set_records(v.record)]
         else:
             rows.append({"partition": v.partition, "url": v.url, **v.record, **stamp})
     return pd.DataFrame(rows)

@@ -52,7 +52,8 @@ class Pagination(BaseModel):
             try:
                 value.format(url="https://x.example/", page=2)
             except (KeyError, IndexError, ValueError) as exc:
-                raise ValueError(f"url_template {value!r} may only use {{url}} and {{page}} ({exc})") from None
+                raise ValueError(f"url_template {value!r} may only use {{url}} and {{page}} ({exc})"
+                                 ) from None
         return value
 
     @model_validator(mode="after")
@@ -86,7 +87,8 @@ class RecordsSpec(BaseModel):
     max_removed_pct: float | None = Field(
         30.0, gt=0, description="Largest share of the last accepted records that may disappear at once; more "
                                 "sends the set to review (set_change_within_limit). null: no limit.")
-    max_added_pct: float | None = Field(None, gt=0, description="The same for added records (vs the last set).")
+    max_added_pct: float | None = Field(
+        None, gt=0, description="The same for added records (vs the last set).")
     max_changed_pct: float | None = Field(None, gt=0, description="The same for changed records.")
 
     @field_validator("key", mode="before")
@@ -128,7 +130,8 @@ def records_problems(records: RecordsSpec, fields: dict[str, Any]) -> list[str]:
     for name in records.key:
         if name not in fields:
             problems.append(f"records.key names field {name!r}, which the contract does not have (fields: "
-                            f"{names}); name a field, or leave key out to key records by a hash of their values")
+                            f"{names}); name a field, or leave key out to key records by a hash of their "
+                            "values")
         elif not getattr(fields[name], "required", True):
             problems.append(f"records.key field {name!r} is optional: a key must be on every record, so make "
                             "it required (required: true)")

@@ -50,7 +50,8 @@ def review_decision(context: dg.OpExecutionContext, config: ReviewConfig, store:
             asset_key=accepted_key(config.contract), partition=config.partition,
             metadata={**metadata, "stage": "accepted", "outcome": "valid", "version": review.accepted_version,
                       # one record, or a list target's set of them
-                      "dagster/row_count": len(set_records(candidate.record)) if is_set(candidate.record) else 1,
+                      "dagster/row_count":
+                          len(set_records(candidate.record)) if is_set(candidate.record) else 1,
                       "record": dg.MetadataValue.json(bounded(candidate.record))},
         ))
     state = store.get().state(config.contract, config.partition)

@@ -48,7 +48,8 @@ def split_pages(document: str, url: str | None) -> list[tuple[str | None, str]]:
 @dataclass(frozen=True)
 class ListExtraction:
     records: tuple[dict[str, Any], ...]  # each with its record_key first
-    problems: tuple[FieldProblem, ...]  # set-level: the item selector found nothing, a field broken everywhere
+    # set-level: the item selector found nothing, a field's selector broken on most items
+    problems: tuple[FieldProblem, ...]
     pages: int
     items: int
     field_failures: dict[str, int]  # field → items where its selector failed
@@ -76,7 +77,8 @@ def extract_records(document: str, fields: Mapping[str, FieldLike], selectors: M
         try:
             items = select(root, item_selector, SelectorBudget(root, limits.selector_max_cost))
         except LimitExceeded as exc:
-            return ListExtraction((), (FieldProblem("@item", "limit_exceeded", str(exc)),), len(pages), 0, failures)
+            problem = FieldProblem("@item", "limit_exceeded", str(exc))
+            return ListExtraction((), (problem,), len(pages), 0, failures)
         base = base_of(root, url)
         for item in items:
             if isinstance(item.root, str):
@@ -87,15 +89,15 @@ def extract_records(document: str, fields: Mapping[str, FieldLike], selectors: M
             record = dict(extraction.record)
             records.append({RECORD_KEY: record_key(record, key_fields), **record})
     if not records:
-        problems.append(FieldProblem("@item", "no_match", f"item selector {item_selector!r} matched nothing on "
-                                                           f"{len(pages)} page(s)"))
+        problems.append(FieldProblem(
+            "@item", "no_match", f"item selector {item_selector!r} matched nothing on {len(pages)} page(s)"))
     else:
         for name, failed in failures.items():
             # a selector broken on most items is broken, not a few records lacking a value
             if failed * 2 > len(records):
-                problems.append(FieldProblem(name, "no_match", f"selector {selectors.get(name) or '(contract)'!r} "
-                                                               f"failed on {failed} of {len(records)} items",
-                                             failed))
+                shown = selectors.get(name) or fields[name].selector
+                problems.append(FieldProblem(
+                    name, "no_match", f"selector {shown!r} failed on {failed} of {len(records)} items", failed))
     return ListExtraction(tuple(records), tuple(problems), len(pages), len(records), failures)
 
 

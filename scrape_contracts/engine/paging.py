@@ -50,7 +50,8 @@ class Pager:
         else:
             root = parse_html(html)
             try:
-                links = select_texts(root, self.pagination.next or "", SelectorBudget(root, self.limits.selector_max_cost))
+                budget = SelectorBudget(root, self.limits.selector_max_cost)
+                links = select_texts(root, self.pagination.next or "", budget)
             except LimitExceeded as exc:
                 return self._stop(str(exc))
             if not links:

@@ -15,7 +15,8 @@ from scrape_contracts.engine.diff import FieldChange, diff_records
 from scrape_contracts.engine.limits import DEFAULT_LIMITS, Limits
 from scrape_contracts.engine.lists import RECORD_KEY
 from scrape_contracts.engine.validate import (
-    CHANGE_CHECK, REQUIRED_CHECK, SCHEMA_CHECK, SET_CHANGE_CHECK, FieldRulesLike, Violation, validate_rules, validate_schema,
+    CHANGE_CHECK, REQUIRED_CHECK, SCHEMA_CHECK, SET_CHANGE_CHECK, FieldRulesLike, Violation, validate_rules,
+    validate_schema,
 )
 
 RECORD_COUNT_CHECK = "record_count_within_bounds"
@@ -73,7 +74,8 @@ def diff_sets(old: Sequence[Mapping[str, Any]] | None, new: Sequence[Mapping[str
     after = {r[RECORD_KEY]: r for r in new}
     added = tuple(k for k in after if k not in before)
     removed = tuple(k for k in before if k not in after)
-    changed = tuple(k for k in after if k in before and diff_records(_values(before[k]), _values(after[k]), fields))
+    changed = tuple(k for k in after
+                    if k in before and diff_records(_values(before[k]), _values(after[k]), fields))
     changes = tuple([FieldChange(k, None, dict(after[k]), None) for k in added]
                     + [FieldChange(k, dict(before[k]), None, None) for k in removed]
                     + [FieldChange(k, dict(before[k]), dict(after[k]), None) for k in changed])
@@ -108,7 +110,8 @@ def judge_set(records: Sequence[Mapping[str, Any]], fields: Mapping[str, FieldRu
             values, fields, _values(before[key]) if key in before else None)
         missing = {v.field for v in found if v.check == REQUIRED_CHECK}
         # a missing field also breaks its schema type: said once, as missing
-        broken = [v for v in found if v.check != CHANGE_CHECK and not (v.check == SCHEMA_CHECK and v.field in missing)]
+        broken = [v for v in found
+                  if v.check != CHANGE_CHECK and not (v.check == SCHEMA_CHECK and v.field in missing)]
         review += [Violation(v.check, v.field, v.rule, f"record {key}: {v.message}", v.new, v.old)
                    for v in found if v.check == CHANGE_CHECK]
         if broken:
@@ -122,8 +125,8 @@ def judge_set(records: Sequence[Mapping[str, Any]], fields: Mapping[str, FieldRu
         first = dropped[0] if dropped else {RECORD_KEY: "?", "reasons": ["dropped earlier"]}
         violations.append(Violation(
             TOLERANCE_CHECK, None, f"tolerance_pct {limits.tolerance_pct:g}",
-            f"{bad} of {total} records ({bad * 100 / total:.1f}%) break the contract, more than the tolerated "
-            f"{limits.tolerance_pct:g}% (first: record {first[RECORD_KEY]}: {'; '.join(first['reasons'])})",
+            f"{bad} of {total} records ({bad * 100 / total:.1f}%) break the contract, more than the "
+            f"tolerated {limits.tolerance_pct:g}% (first: record {first[RECORD_KEY]}: {'; '.join(first['reasons'])})",
             new={"bad": bad, "records": total, "dropped": dropped[:20]}))
         kept = [dict(r) for r in records]  # the set fails whole: nothing is dropped from it
     count = len(kept)
@@ -145,10 +148,10 @@ def judge_set(records: Sequence[Mapping[str, Any]], fields: Mapping[str, FieldRu
         share = present * 100 / count if count else 0.0
         if share < pct:
             violations.append(Violation(COVERAGE_CHECK, name, f"coverage {pct:g}%",
-                                        f"{name} is on {present} of {count} records ({share:.1f}%), fewer than "
-                                        f"{pct:g}%", new=round(share, 1), old=pct))
+                                        f"{name} is on {present} of {count} records ({share:.1f}%), "
+                                        f"fewer than {pct:g}%", new=round(share, 1), old=pct))
     violations += review
-    diff = diff_sets(list(before.values()), kept, fields) if previous is not None else diff_sets(None, kept, fields)
+    diff = diff_sets(list(before.values()) if previous is not None else None, kept, fields)
     if previous is not None and before:
         for what, keys, limit in (("removed", diff.removed, limits.max_removed_pct),
                                   ("added", diff.added, limits.max_added_pct),
@@ -157,8 +160,8 @@ def judge_set(records: Sequence[Mapping[str, Any]], fields: Mapping[str, FieldRu
             if limit is not None and share > limit:
                 violations.append(Violation(
                     SET_CHANGE_CHECK, None, f"max_{what}_pct {limit:g}",
-                    f"{len(keys)} of {len(before)} records {what} at once ({share:.1f}%), more than the allowed "
-                    f"{limit:g}%: a person must review it", new=diff.counts(), old=len(before)))
+                    f"{len(keys)} of {len(before)} records {what} at once ({share:.1f}%), more than the "
+                    f"allowed {limit:g}%: a person must review it", new=diff.counts(), old=len(before)))
     summary = {"records": count, "dropped": len(dropped) if not any(
         v.check == TOLERANCE_CHECK for v in violations) else 0, "bad": bad, **diff.counts()}
     return JudgedSet(tuple(kept), tuple(dropped), tuple(violations), diff, bad, summary)

@@ -210,7 +210,8 @@ class _Worker:
                 from scrape_contracts.adapters.fetch.paging import paged
                 from scrape_contracts.service.lists import item_selector
 
-                fetcher = paged(fetcher, self.loaded.contract, item_selector(self.loaded, share.selectors.selectors))
+                in_force = item_selector(self.loaded, share.selectors.selectors)
+                fetcher = paged(fetcher, self.loaded.contract, in_force)
 
         # results go back in small lists: one queue put per target cost a tenth of an unchanged sweep's worker
         # time (a lock handshake with the queue's feeder thread each); a list leaves when it is full or

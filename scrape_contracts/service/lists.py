@@ -21,7 +21,9 @@ from scrape_contracts.engine.lists import (
 )
 from scrape_contracts.engine.outcome import Outcome, decide_outcome
 from scrape_contracts.engine.rendering import browser_hint
-from scrape_contracts.engine.set_checks import RECORD_COUNT_CHECK, JudgedSet, diff_sets, judge_set
+from scrape_contracts.engine.set_checks import (
+    RECORD_COUNT_CHECK, TOLERANCE_CHECK, JudgedSet, diff_sets, judge_set,
+)
 from scrape_contracts.engine.validate import Violation
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
@@ -47,8 +49,9 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
     contract = loaded.contract
     records = contract.records
     assert records is not None
-    extraction = extract_records(html, contract.fields, selectors.selectors, item_selector(loaded, selectors.selectors),
-                                 records.key, limits=settings.engine_limits(), page_url=fetched.final_url)
+    extraction = extract_records(html, contract.fields, selectors.selectors,
+                                 item_selector(loaded, selectors.selectors), records.key,
+                                 limits=settings.engine_limits(), page_url=fetched.final_url)
     hint = None
     if contract.fetch.adapter != "browser":
         hint = browser_hint(html, extraction.problems, [ITEM_SELECTOR])
@@ -84,9 +87,10 @@ def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Valida
     for violation in violations:
         emit(Stage.VIOLATION_FOUND, violation.as_dict())
     if judged.dropped and len(judged.records) < len(set_records(extracted.record)):
-        emit(Stage.VIOLATION_FOUND, {"check": "records_within_tolerance", "dropped": len(judged.dropped),
-                                     "message": f"{len(judged.dropped)} record(s) dropped within the tolerance",
-                                     "records": [d for d in judged.dropped[:20]]})
+        dropped = len(judged.dropped)
+        emit(Stage.VIOLATION_FOUND, {"check": TOLERANCE_CHECK, "dropped": dropped,
+                                     "message": f"{dropped} record(s) dropped within the tolerance",
+                                     "records": list(judged.dropped[:20])})
     document = _judged_document(extracted.record, judged)
     return Validated(dataclasses.replace(extracted, record=document), tuple(violations))
 
@@ -120,14 +124,16 @@ def decide(loaded: LoadedContract, validated: Validated, heal: HealReport, emit:
     previous = validated.fetched.previous
     document = validated.extracted.record
     changes = changes_of(loaded, document, previous)
-    outcome = decide_outcome(validated.violations, changes, healed=heal.healed, has_previous=previous is not None)
+    outcome = decide_outcome(validated.violations, changes, healed=heal.healed,
+                             has_previous=previous is not None)
     summary = summary_of(document, changes, previous)
     if changes and previous is not None:
         emit(Stage.CHANGE_DETECTED, {k: v for k, v in summary.items() if k != "previous_records"})
     return ScrapeResult(
         contract=loaded.contract.name, partition=validated.fetched.partition, url=validated.fetched.url,
-        record=document, outcome=outcome, violations=validated.violations, problems=validated.extracted.problems,
-        changes=changes, heal=heal, fetched=validated.fetched, selector_version=validated.extracted.selector_version,
+        record=document, outcome=outcome, violations=validated.violations,
+        problems=validated.extracted.problems, changes=changes, heal=heal, fetched=validated.fetched,
+        selector_version=validated.extracted.selector_version,
         contract_fingerprint=loaded.contract.fingerprint, summary=summary,
     )
 

@@ -57,20 +57,23 @@ def heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: A
     if refused:
         attempts = store.add_heal_attempt(contract.name, partition)
         reason = f"healer refused {', '.join(refused)} (attempt {attempts}/{budget})"
-        emit(Stage.HEALING_REFUSED, {"fields": refused, "attempt": attempts, "budget": budget, "reason": reason})
+        emit(Stage.HEALING_REFUSED, {"fields": refused, "attempt": attempts, "budget": budget,
+                                     "reason": reason})
         if attempts >= budget:
             scrape._pause_exhausted(store, contract.name, partition,
-                                    f"healing budget exhausted after {attempts} attempts; {', '.join(refused)} "
-                                    "could not be healed", emit)
+                                    f"healing budget exhausted after {attempts} attempts; "
+                                    f"{', '.join(refused)} could not be healed", emit)
         return validated, HealReport(attempted=True, fields=triggers, reason=reason, results=evidence,
                                      seconds=seconds)
-    results = {name: SimpleNamespace(selector=r["selector"], evidence=r["evidence"], confidence=r["confidence"])
-               for name, r in evidence.items()}
+    # what the single-record heal saves per field (a HealResult's selector, evidence and confidence)
+    results = {name: SimpleNamespace(selector=r["selector"], evidence=r["evidence"],
+                                     confidence=r["confidence"]) for name, r in evidence.items()}
     version = scrape._save_selectors(loaded, extracted, results, run_id, store)
     extraction = _extract(loaded, after_doc, version.selectors, fetched.final_url)
     re_extracted = dataclasses.replace(
-        extracted, record=set_document(extraction.records, pages=extraction.pages), problems=extraction.problems,
-        selector_version=version.version, selectors=dict(version.selectors), hint=None)
+        extracted, record=set_document(extraction.records, pages=extraction.pages),
+        problems=extraction.problems, selector_version=version.version, selectors=dict(version.selectors),
+        hint=None)
     re_validated = lists.validate(loaded, re_extracted, lambda *_: None)
     emit(Stage.RE_EXTRACTED, {"records": len(extraction.records), "selector_version": version.version,
                               "violations": [v.as_dict() for v in re_validated.violations]})
@@ -81,8 +84,9 @@ def heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: A
 def _extract(loaded: LoadedContract, document: str, selectors: dict[str, str], page_url: str) -> Any:
     records = loaded.contract.records
     assert records is not None
-    return extract_records(document, loaded.contract.fields, selectors, selectors.get(ITEM_SELECTOR) or records.item,
-                           records.key, limits=settings.engine_limits(), page_url=page_url)
+    return extract_records(document, loaded.contract.fields, selectors,
+                           selectors.get(ITEM_SELECTOR) or records.item, records.key,
+                           limits=settings.engine_limits(), page_url=page_url)
 
 
 def _heal_selectors(loaded: LoadedContract, old: dict[str, str], known: list[dict[str, Any]], before_doc: str,
@@ -96,10 +100,10 @@ def _heal_selectors(loaded: LoadedContract, old: dict[str, str], known: list[dic
     evidence: dict[str, Any] = {}
     new = dict(old)
     if ITEM_SELECTOR in triggers:
-        evidence[ITEM_SELECTOR] = {"value": None, "selector": relocation.selector, "old_selector": old.get(ITEM_SELECTOR),
-                                   "confidence": relocation.confidence,
-                                   "evidence": {**relocation.evidence, **({"refusal": relocation.refusal}
-                                                                          if relocation.refusal else {})}}
+        refusal = {"refusal": relocation.refusal} if relocation.refusal else {}
+        evidence[ITEM_SELECTOR] = {"value": None, "selector": relocation.selector,
+                                   "old_selector": old.get(ITEM_SELECTOR), "confidence": relocation.confidence,
+                                   "evidence": {**relocation.evidence, **refusal}}
         if not relocation.healed:
             return {}, evidence, [ITEM_SELECTOR]
         new[ITEM_SELECTOR] = relocation.selector
@@ -132,7 +136,8 @@ def _heal_selectors(loaded: LoadedContract, old: dict[str, str], known: list[dic
     if still:
         # healed on one item, broken on most: the selector does not describe the list's field
         for name in still:
-            evidence.setdefault(name, {})["evidence"] = {"refusal": "healed on one item, broken on most items"}
+            evidence.setdefault(name, {})["evidence"] = {
+                "refusal": "healed on one item, broken on most items"}
         return {}, evidence, still
     return new, evidence, []
 
@@ -145,9 +150,10 @@ def _item_pair(loaded: LoadedContract, old: dict[str, str], known: list[dict[str
     first_before = split_pages(before_doc, page_url)[0][1]
     root = parse_html(first_before)
     limits = settings.engine_limits()
-    items = select(root, old.get(ITEM_SELECTOR) or records.item, SelectorBudget(root, limits.selector_max_cost))
-    before = extract_records(first_before, loaded.contract.fields, old, old.get(ITEM_SELECTOR) or records.item,
-                             records.key, limits=limits, page_url=page_url)
+    item = old.get(ITEM_SELECTOR) or records.item
+    items = select(root, item, SelectorBudget(root, limits.selector_max_cost))
+    before = extract_records(first_before, loaded.contract.fields, old, item, records.key, limits=limits,
+                             page_url=page_url)
     keys = {r[RECORD_KEY] for r in known}
     for item, record in zip(items, before.records):
         key = record[RECORD_KEY]

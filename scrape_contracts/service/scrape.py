@@ -236,7 +236,8 @@ def redecide(loaded: LoadedContract, result: ScrapeResult, previous: Previous | 
                                            healed=result.heal.healed)
     summary = lists.summary_of(result.record, changes, previous) if loaded.contract.is_list else None
     return dataclasses.replace(result, violations=violations, changes=changes, outcome=outcome,
-                               fetched=dataclasses.replace(result.fetched, previous=previous), summary=summary)
+                               fetched=dataclasses.replace(result.fetched, previous=previous),
+                               summary=summary)
 
 
 def heal_and_decide(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,

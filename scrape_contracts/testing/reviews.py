@@ -12,7 +12,8 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-_AUTHORS = ["Ana", "Bram", "Chloé", "Dev", "Emeka", "Fatima", "Goran", "Hana", "Ines", "Jonas", "Kenji", "Lea"]
+_AUTHORS = ["Ana", "Bram", "Chloé", "Dev", "Emeka", "Fatima", "Goran", "Hana", "Ines", "Jonas", "Kenji",
+            "Lea"]
 _OPENINGS = ["Lovely coffee", "Slow service", "Best croissant in town", "Too loud", "Friendly staff",
              "Good value", "Cold soup", "Great terrace", "Would come back", "Tiny portions"]
 
@@ -62,7 +63,8 @@ def reviews_page(items: list[Review], *, page: int = 1, pages: int = 1, next_hre
         listing = f'<section id="reviews"><h2>Reviews</h2>{body}</section>'
     elif layout == "redesign":
         body = "".join(_item_redesign(r) for r in items)
-        listing = f'<div class="css-w0w"><h2 class="css-h">What guests say</h2><div class="css-l1st">{body}</div></div>'
+        listing = (f'<div class="css-w0w"><h2 class="css-h">What guests say</h2>'
+                   f'<div class="css-l1st">{body}</div></div>')
     else:
         raise ValueError(layout)
     pager = f'<nav class="pager"><span>Page {page} of {pages}</span>'

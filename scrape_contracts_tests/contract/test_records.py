@@ -1,4 +1,5 @@
-"""The records: block of a list contract: a malformed one is reported with file, line, field and what to do."""
+"""The records: block of a list contract: a malformed one is reported with file, line, field and what to
+do."""
 
 from __future__ import annotations
 

@@ -26,7 +26,8 @@ PRODUCTS = json.loads((SHOP / "new-arrivals.json").read_text())
 
 def serve_listing(site: FixtureSite) -> str:
     site.set_page("/shop/new-arrivals.html", (SHOP / "new-arrivals.html").read_bytes())
-    site.set_page("/shop/new-arrivals.json", json.dumps(PRODUCTS), headers={"Content-Type": "application/json"})
+    site.set_page("/shop/new-arrivals.json", json.dumps(PRODUCTS),
+                  headers={"Content-Type": "application/json"})
     return site.url("/shop/new-arrivals.html")
 
 

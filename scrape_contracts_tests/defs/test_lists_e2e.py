@@ -80,8 +80,8 @@ def test_sixty_reviews_over_three_pages_are_extracted_and_read_one_row_each(sqli
     assert materialized_keys(result) == {"scrape/reviews/candidate", "scrape/reviews"}
     records = accepted_records(harness)
     assert [r["record_key"] for r in records] == [f"r{i:03d}" for i in range(1, 61)]
-    assert records[0] == {"record_key": "r001", "id": "r001", "author": "Ana", "rating": 1, "date": "2026-12-28",
-                          "text": "Lovely coffee, visit 1."}
+    assert records[0] == {"record_key": "r001", "id": "r001", "author": "Ana", "rating": 1,
+                          "date": "2026-12-28", "text": "Lovely coffee, visit 1."}
     assert {p.split("?")[0] for p in [r.path for r in site.requests]} == {PATH}
     frame = read_accepted("reviews")
     assert len(frame) == 60
@@ -99,12 +99,14 @@ def test_sixty_reviews_over_three_pages_are_extracted_and_read_one_row_each(sqli
 
 def _check_metadata(result: dg.ExecuteInProcessResult, check: str) -> dict[str, Any]:
     for event in result.all_events:
-        if event.event_type_value == "ASSET_CHECK_EVALUATION" and event.event_specific_data.check_name == check:
-            return {k: v.value for k, v in event.event_specific_data.metadata.items()}
+        data = event.event_specific_data
+        if event.event_type_value == "ASSET_CHECK_EVALUATION" and data.check_name == check:
+            return {k: v.value for k, v in data.metadata.items()}
     raise AssertionError(f"no evaluation of {check}")
 
 
-def test_half_the_reviews_gone_is_quarantined_by_the_set_change_limit(sqlite_harness: Harness, site: Any) -> None:
+def test_half_the_reviews_gone_is_quarantined_by_the_set_change_limit(sqlite_harness: Harness, site: Any
+                                                                       ) -> None:
     harness = sqlite_harness
     serve(site, reviews(60))
     write_contract(harness, site)
@@ -154,9 +156,8 @@ def _without_rating(site: Any, review_ids: list[str]) -> None:
     for number, text in enumerate(listing_pages(reviews(60), href=PATH + "?page={page}"), start=1):
         for review in reviews(60):
             if review.id in review_ids:
-                text = text.replace(f'data-review-id="{review.id}"><span class="author">{review.author}</span>'
-                                    f'<span class="rating">{review.rating}/5</span>',
-                                    f'data-review-id="{review.id}"><span class="author">{review.author}</span>')
+                item = f'data-review-id="{review.id}"><span class="author">{review.author}</span>'
+                text = text.replace(item + f'<span class="rating">{review.rating}/5</span>', item)
         site.set_page(PATH if number == 1 else f"{PATH}?page={number}", text)
 
 
@@ -202,7 +203,8 @@ def test_batched_run_gives_the_same_set_and_diff(sqlite_harness: Harness, site: 
     third = run_batch(harness, "reviews")
     failed = failed_checks(third)
     assert set(failed) == {"set_change_within_limit"}
-    assert (failed["set_change_within_limit"]["removed"], failed["set_change_within_limit"]["added"]) == (30, 0)
+    meta = failed["set_change_within_limit"]
+    assert (meta["removed"], meta["added"]) == (30, 0)
     assert harness.store.latest_candidate("reviews", "aurora").status == "quarantined"
     assert len(read_accepted("reviews")) == 60
 
@@ -223,7 +225,8 @@ def test_downstream_assets_get_one_row_per_record(sqlite_harness: Harness, site:
         assert len(reviews) == 60 and set(reviews["partition"]) == {"aurora"}
         return float(reviews["rating"].mean())
 
-    @dg.asset(ins={"reviews": dg.AssetIn(key=accepted_key("reviews"))}, partitions_def=accepted.partitions_def)
+    @dg.asset(ins={"reviews": dg.AssetIn(key=accepted_key("reviews"))},
+              partitions_def=accepted.partitions_def)
     def authors(reviews: pd.DataFrame) -> int:
         return reviews["author"].nunique()
 
@@ -235,7 +238,8 @@ def test_downstream_assets_get_one_row_per_record(sqlite_harness: Harness, site:
     assert result.output_for_node("authors") == 12
 
 
-def test_a_markup_change_of_the_list_heals_and_yields_the_same_records(sqlite_harness: Harness, site: Any) -> None:
+def test_a_markup_change_of_the_list_heals_and_yields_the_same_records(sqlite_harness: Harness, site: Any
+                                                                       ) -> None:
     harness = sqlite_harness
     serve(site, reviews(60))
     write_contract(harness, site)

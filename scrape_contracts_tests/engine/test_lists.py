@@ -48,7 +48,8 @@ def test_diff_by_key_and_set_change_limits() -> None:
     assert (diff.added, diff.removed, diff.changed) == (("z",), ("g", "h", "i", "j"), ("b",))
     judged = judge_set(new, {}, {"type": "object"}, _Limits(), old)
     messages = [v.message for v in judged.violations]
-    assert messages == ["4 of 10 records removed at once (40.0%), more than the allowed 30%: a person must review it"]
+    assert messages == ["4 of 10 records removed at once (40.0%), more than the allowed 30%: "
+                        "a person must review it"]
     assert judged.summary["removed"] == 4 and judged.summary["added"] == 1
 
 
@@ -59,7 +60,8 @@ def test_pagination_follows_next_links_and_a_url_template_until_the_list_ends(si
     http = HttpFetcher(timeout_s=5, allow_private_addresses=True, retries=0)
     following = PagingFetcher(http, Pagination(next="a[rel=next]::attr(href)"), "article.review")
     page = following.fetch(site.url("/r"))
-    assert len(split_pages(page.html, page.url)) == 3 and page.attempts[-1]["stopped"] == "no next link on page 3"
+    assert len(split_pages(page.html, page.url)) == 3
+    assert page.attempts[-1]["stopped"] == "no next link on page 3"
     template = PagingFetcher(http, Pagination(url_template="{url}?page={page}"), "article.review")
     page = template.fetch(site.url("/r"))
     assert len(split_pages(page.html, page.url)) == 3
@@ -69,7 +71,8 @@ def test_pagination_follows_next_links_and_a_url_template_until_the_list_ends(si
     # a site that answers every page number with its last page: the repeat ends the list
     site.set_page("/r?page=4", listing_pages(reviews(50), per_page=20, href="/r?page={page}")[2])
     page = template.fetch(site.url("/r"))
-    assert len(split_pages(page.html, page.url)) == 3 and "repeats an earlier page" in page.attempts[-1]["stopped"]
+    assert len(split_pages(page.html, page.url)) == 3
+    assert "repeats an earlier page" in page.attempts[-1]["stopped"]
     http.close()
 
 
@@ -86,7 +89,8 @@ def test_items_are_relocated_from_the_last_accepted_records_or_refused() -> None
     assert found.selector == 'div[itemprop="review"]' and found.evidence["items"] == 20
     assert len(found.items) == 20 and found.confidence == 1.0
     # one record is not a list: never relocate the items on a single element
-    lonely = relocate_items(listing_pages(reviews(1), layout="redesign")[0], _known(reviews(60)), "record_key")
+    one = listing_pages(reviews(1), layout="redesign")[0]
+    lonely = relocate_items(one, _known(reviews(60)), "record_key")
     assert lonely.selector is None and "at least 2 needed" in lonely.refusal
     # the records are not on the page any more: nothing to relocate from
     strangers = [Review(f"x{i}", "Zed", 1, "2020-01-01", f"Elsewhere, note {i}") for i in range(20)]

@@ -111,12 +111,14 @@ def relocate_items(after_html: str, records: Sequence[Mapping[str, Any]], key_fi
             break
     if len(anchors) < MIN_ITEMS:
         return _refuse(f"{len(anchors)} of the last accepted records found on the new page (at least "
-                       f"{MIN_ITEMS} needed to see a list): the records are gone or changed", found=len(anchors))
+                       f"{MIN_ITEMS} needed to see a list): the records are gone or changed",
+                       found=len(anchors))
     keys = list(anchors)
     parents = Counter(_common_ancestor(anchors[a], anchors[b]) for a, b in zip(keys, keys[1:]))
     parent, agreeing = parents.most_common(1)[0]
     if parent is None or agreeing < MIN_AGREEMENT * (len(keys) - 1):
-        return _refuse("the records found are not in one list (no parent holds most of them)", found=len(keys))
+        return _refuse("the records found are not in one list (no parent holds most of them)",
+                       found=len(keys))
     items = {k: _child_towards(parent, anchors[k]) for k in keys if parent in set(anchors[k].iterancestors())}
     distinct = set(items.values())
     if len(distinct) < len(items):
@@ -148,10 +150,13 @@ def relocate_items(after_html: str, records: Sequence[Mapping[str, Any]], key_fi
                                                  "tag": tag}, items=items)
 
 
+_NAMING_PREFIXES = ("itemprop", "itemtype", "data-", "role", "aria-")
+
+
 def _item_selector(parent: etree._Element, items: list[etree._Element], tag: str) -> tuple[str | None, str]:
     """The most stable selector the items share, and what it rests on."""
     shared_attrs = set.intersection(*({a for a in el.attrib if a != "class" and a != "id"} for el in items))
-    naming = sorted(a for a in shared_attrs if a.startswith(("itemprop", "itemtype", "data-", "role", "aria-")))
+    naming = sorted(a for a in shared_attrs if a.startswith(_NAMING_PREFIXES))
     for attr in naming:
         values = {el.get(attr) for el in items}
         if len(values) == 1 and not is_unstable_token((next(iter(values)) or "").split("/")[-1] or "x"):

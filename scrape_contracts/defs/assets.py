@@ -239,9 +239,11 @@ def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, An
         "status": str(recorded.status),
         "candidate_id": recorded.candidate_id,
         "url": result.url,
-        "record": dg.MetadataValue.json(_jsonable(result.record)),
+        # a list target's set can be long: its first records here, every one in the project store
+        "record" if result.summary is None else "records": dg.MetadataValue.json(_jsonable(
+            result.record if result.summary is None else set_records(result.record)[:20])),
         "violations": dg.MetadataValue.json(_jsonable([v.as_dict() for v in result.violations])),
-        "changes": dg.MetadataValue.json(_jsonable([c.as_dict() for c in result.changes])),
+        "changes": dg.MetadataValue.json(_jsonable([c.as_dict() for c in result.stored_changes()[:50]])),
         "selector_version": result.selector_version or 0,
         "page_sha256": result.page_sha256 or "",
         "healed": result.heal.healed,

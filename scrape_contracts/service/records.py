@@ -45,6 +45,8 @@ class Stage(str, Enum):
     BATCH_SUMMARY = "batch_summary"
 
 
+MAX_STORED_RECORD_CHANGES = 200
+
 # a stage callback: the ops turn these into Dagster events, the batch path collects them per target
 Emit = Callable[[Stage, dict[str, Any]], None]
 
@@ -176,6 +178,14 @@ class ScrapeResult:
     def page_sha256(self) -> str | None:
         return self.fetched.page_sha256
 
+    def stored_changes(self) -> tuple[FieldChange, ...]:
+        """The changes kept with the candidate: a list target's changed records (old and new), at most
+        ``MAX_STORED_RECORD_CHANGES``; its added and removed records are the set's and the summary's keys."""
+        if self.summary is None:
+            return self.changes
+        changed = [c for c in self.changes if c.old is not None and c.new is not None]
+        return tuple(changed[:MAX_STORED_RECORD_CHANGES])
+
     @property
     def accepted_outcome(self) -> bool:
         return self.outcome in (Outcome.VALID, Outcome.HEALED)
@@ -185,7 +195,7 @@ class ScrapeResult:
         return {
             "violations": [v.as_dict() for v in self.violations],
             "problems": [{"field": p.field, "kind": p.kind, "message": p.message} for p in self.problems],
-            "changes": [c.as_dict() for c in self.changes],
+            "changes": [c.as_dict() for c in self.stored_changes()],
             # a list target's last set is in its accepted version already: not copied into every candidate
             "previous": dict(previous.record) if previous and self.summary is None else None,
             "previous_version": previous.version if previous else None,

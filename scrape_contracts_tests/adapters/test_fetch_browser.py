@@ -219,13 +219,17 @@ def test_missing_chromium_is_one_line_that_says_how_to_install_it(shop: FixtureS
 
 def test_one_browser_renders_at_most_max_pages_at_once(shop: FixtureSite) -> None:
     require_chromium()
-    lock = threading.Lock()
+    lock = threading.Condition()
     now = {"in_flight": 0, "most": 0}
 
     def slow_deal(_request: Request) -> Response:
         with lock:
             now["in_flight"] += 1
             now["most"] = max(now["most"], now["in_flight"])
+            lock.notify_all()
+            # the first request waits for a second one, so a busy machine cannot hide that two render at
+            # once (a serial pool never sends it: the assertion below fails after the wait)
+            lock.wait_for(lambda: now["most"] >= 2, timeout=10)
         time.sleep(0.4)
         with lock:
             now["in_flight"] -= 1

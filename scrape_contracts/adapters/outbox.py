@@ -84,10 +84,14 @@ class Outbox:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def after(self, after_id: int, limit: int = 500) -> list[OutboxRow]:
+    def after(self, after_id: int, limit: int = 500, *, kinds: Sequence[OutboxKind] | None = None
+              ) -> list[OutboxRow]:
+        """Rows after ``after_id``, oldest first (of ``kinds`` only, when given): a reader's cursor."""
+        query = sa.select(outbox).where(outbox.c.id > after_id)
+        if kinds is not None:
+            query = query.where(outbox.c.kind.in_(list(kinds)))
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(outbox).where(outbox.c.id > after_id).order_by(outbox.c.id)
-                                .limit(limit)).all()
+            rows = conn.execute(query.order_by(outbox.c.id).limit(limit)).all()
         return [OutboxRow(**r._mapping) for r in rows]
 
     def between(self, first_id: int, last_id: int) -> list[OutboxRow]:

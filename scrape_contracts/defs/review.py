@@ -4,7 +4,7 @@ import json
 
 import dagster as dg
 
-from scrape_contracts.adapters.notify import LogNotifier, ReviewNotice
+from scrape_contracts.adapters.schema import OutboxKind
 from scrape_contracts.adapters.store import StoreError
 from scrape_contracts.defs.assets import (
     accepted_key, candidate_key, review_command, target_state_observation,
@@ -124,18 +124,18 @@ class ReviewNoticeConfig(dg.Config):
 @dg.op(name="announce_review")
 def announce_review(context: dg.OpExecutionContext, config: ReviewNoticeConfig,
                     store: ProjectStoreResource) -> None:
-    """Tell reviewers about each quarantined candidate (destinations plug in behind ``Notifier``) and mark its
-    partition with a ``review_announced`` observation that says what to do."""
-    notifier = LogNotifier(context.log)
+    """Tell reviewers about each quarantined candidate: a warning in the run's log and, on its partition, a
+    ``review_announced`` observation that says what to do. Destinations (Slack, webhooks) get the same
+    outbox row through ``activation_sensor`` when a contract routes ``on: quarantined``."""
     for candidate_id in config.candidate_ids:
         candidate = store.get().candidate(candidate_id)
         if candidate is None or candidate.status != "quarantined":
             context.log.info(f"candidate {candidate_id}: no longer waiting for review, not announced")
             continue
         reasons = [v["message"] for v in (candidate.details or {}).get("violations", [])]
-        notifier.notify(ReviewNotice(candidate.contract, candidate.partition, candidate.id, candidate.url,
-                                     reasons, candidate.record))
         what_to_do = review_command(candidate.contract, candidate.partition)
+        context.log.warning(f"review required: {candidate.contract}/{candidate.partition} candidate "
+                            f"{candidate.id} ({candidate.url}): {'; '.join(reasons)}")
         context.log_event(dg.AssetObservation(
             asset_key=candidate_key(candidate.contract), partition=candidate.partition,
             metadata={"stage": Stage.REVIEW_ANNOUNCED.value, "candidate_id": candidate.id,
@@ -151,22 +151,39 @@ def review_notice_job() -> None:
     announce_review()
 
 
+def _cursor(raw: str | None) -> tuple[int, int]:
+    """(outbox id, candidate id) already announced up to. A cursor written before the sensor read the outbox
+    holds a candidate id only: the outbox is read from its start, skipping candidates up to that id."""
+    saved = json.loads(raw) if raw else {}
+    return int(saved.get("outbox_id", 0)), int(saved.get("after_id", 0))
+
+
 @dg.sensor(name="review_sensor", job_name="review_notice_job", minimum_interval_seconds=60,
            default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Finds newly quarantined candidates (cursor = last candidate id) and requests a "
-                       "review_notice_job run that announces them; other ticks skip.")
+           description="Reads the outbox's `quarantined` events after its cursor and requests a "
+                       "review_notice_job run that announces those still waiting; other ticks skip.")
 def review_sensor(context: dg.SensorEvaluationContext, store: ProjectStoreResource) -> dg.SensorResult:
-    after = json.loads(context.cursor)["after_id"] if context.cursor else 0
-    found = store.get().quarantined(after_id=after)
-    if not found:
-        return dg.SensorResult(skip_reason=f"no newly quarantined candidates (after id {after})")
-    targets = ", ".join(f"{c.contract}/{c.partition}" for c in found)
+    # the outbox row is written in the quarantine's own transaction: the one source of "quarantined",
+    # read here and by activation_sensor (destinations), so neither can see a quarantine the other misses
+    after, legacy_after = _cursor(context.cursor)
+    project_store = store.get()
+    rows = project_store.outbox().after(after, 100, kinds=[OutboxKind.QUARANTINED])
+    if not rows:
+        return dg.SensorResult(skip_reason=f"no newly quarantined candidates (after outbox id {after})")
+    cursor = json.dumps({"outbox_id": rows[-1].id})
+    waiting = [c for c in (project_store.candidate(int(r.data["candidate_id"])) for r in rows
+                           if int(r.data["candidate_id"]) > legacy_after)
+               if c is not None and c.status == "quarantined"]
+    if not waiting:
+        return dg.SensorResult(skip_reason=f"no newly quarantined candidates (up to outbox id {rows[-1].id}: "
+                                           "decided or superseded already)", cursor=cursor)
+    targets = ", ".join(f"{c.contract}/{c.partition}" for c in waiting)
     # a tick that requests a run is marked apart from the skipped ones in the sensor's tick history, and
     # its run says what waits for review; the run key makes a re-evaluated tick launch nothing twice
-    context.log.warning(f"{len(found)} candidate(s) quarantined, waiting for review: {targets}")
+    context.log.warning(f"{len(waiting)} candidate(s) quarantined, waiting for review: {targets}")
     return dg.SensorResult(
         run_requests=[dg.RunRequest(
-            run_key=f"review_notice:{found[0].id}-{found[-1].id}",
-            run_config={"ops": {"announce_review": {"config": {"candidate_ids": [c.id for c in found]}}}},
+            run_key=f"review_notice:outbox-{rows[0].id}-{rows[-1].id}",
+            run_config={"ops": {"announce_review": {"config": {"candidate_ids": [c.id for c in waiting]}}}},
             tags={"scrape_contracts/quarantined": targets[:200] + ("…" if len(targets) > 200 else "")})],
-        cursor=json.dumps({"after_id": found[-1].id}))
+        cursor=cursor)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 
 from scrape_contracts.cli import main
@@ -90,6 +92,30 @@ def test_small_change_accepted_big_change_quarantined_then_accepted(harness: Har
     again = harness.review("shop", "p1", "reject")
     assert not again.success
     assert "nothing quarantined" in failure_text(again)
+
+
+def test_review_sensor_reads_quarantines_from_the_outbox(sqlite_harness: Harness, site) -> None:
+    """The sensor follows the outbox's `quarantined` rows (the ones destinations get too): a quarantine decided
+    before the tick is not announced, a new one is, once; a cursor from before the outbox skips nothing new."""
+    harness = sqlite_harness
+    _shop(harness, site)
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$900.00"))
+    assert not harness.run("shop", "p1").success
+    assert harness.review("shop", "p1", "reject").success
+    events, cursor = _review_sensor_reports(harness, None)
+    assert events == [] and cursor is not None  # decided already: nothing to announce, the cursor moves
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$950.00"))
+    assert not harness.run("shop", "p1").success
+    waiting = harness.store.pending_review("shop", "p1")
+    (quarantined,) = [r for r in harness.store.outbox().after(0) if r.version == waiting.id]
+    assert quarantined.kind == "quarantined" and quarantined.data["candidate_id"] == waiting.id
+    events, later = _review_sensor_reports(harness, cursor)
+    assert [e.metadata["candidate_id"].value for e in events] == [waiting.id]
+    assert _review_sensor_reports(harness, later)[0] == []
+    # a cursor saved by the sensor before it read the outbox (a candidate id): already announced stays so
+    legacy = json.dumps({"after_id": waiting.id})
+    assert _review_sensor_reports(harness, legacy)[0] == []
+    assert len(_review_sensor_reports(harness, json.dumps({"after_id": waiting.id - 1}))[0]) == 1
 
 
 def test_reject_keeps_previous_and_stale_decisions_are_refused(harness: Harness, site, capsys) -> None:

@@ -24,6 +24,7 @@ from pydantic import (
 from scrape_contracts.contract.activations import Activation, activation_problems
 from scrape_contracts.contract.paths import confined_problem
 from scrape_contracts.contract.records import ITEM_SELECTOR, RecordsSpec, records_problems
+from scrape_contracts.contract.schedule import Canary, Schedule
 from scrape_contracts.engine.select import SelectorError, compile_selector
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -133,6 +134,9 @@ class Target(_Strict):
     expected: dict[str, Any] = Field(
         default_factory=dict, description="Values this page must have (e.g. its SKU): field → value."
     )
+    canary: Canary | bool | None = Field(
+        None, description="A canary with its own schedule ({schedule, notify, failing_after}; what it leaves "
+                          "out comes from the contract's canary:), true, or false to leave it out.")
 
     @field_validator("url")
     @classmethod
@@ -282,31 +286,6 @@ class FetchSettings(_Strict):
         return self.browser or BrowserSettings()
 
 
-class Schedule(_Strict):
-    cron: str
-    timezone: str = "UTC"
-
-    @field_validator("cron")
-    @classmethod
-    def _cron_is_valid(cls, value: str) -> str:
-        from croniter import croniter
-
-        if not croniter.is_valid(value):
-            raise ValueError(f"invalid cron expression {value!r} (five fields: minute hour day month weekday)")
-        return value
-
-    @field_validator("timezone")
-    @classmethod
-    def _timezone_exists(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown timezone {value!r} (use an IANA name such as Europe/Paris)") from None
-        return value
-
-
 class Healing(_Strict):
     enabled: bool = True
     budget: int = Field(3, ge=0, le=100, description="Heal attempts per partition before it is paused.")
@@ -334,6 +313,9 @@ class Contract(_Strict):
                     "larger runs are faster; lower it to spread a contract over several run workers.",
     )
 
+    canary: Canary | None = Field(
+        None, description="Every target is a canary: scraped on its own schedule, alerting after "
+                          "failing_after failed or rejected scrapes in a row (contract/schedule.py).")
     activations: list[Activation] = Field(
         default_factory=list,
         description="Rules that send events to destinations (destinations.yaml) when accepted data changes "
@@ -350,6 +332,25 @@ class Contract(_Strict):
             problems += [f"activation {rule.name!r}: `record:` conditions are for list contracts (records:); "
                          "a single-record contract tests its fields with `field:`"
                          for rule in self.activations if rule.when is not None and rule.when.uses_records()]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _canaries_complete(self) -> Contract:
+        problems = []
+        if self.canary is not None and self.canary.missing():
+            problems.append(f"canary needs {' and '.join(self.canary.missing())} (e.g. canary: {{schedule: "
+                            f"\"0 */4 * * *\", notify: [ops_slack]}})")
+        for target in self.static_targets:
+            if target.canary is True and self.canary is None:
+                problems.append(f"target {target.partition_key!r}: `canary: true` takes its settings from the "
+                                "contract's canary:, which is missing; write canary: {schedule: ..., notify: [...]} "
+                                "on the target or on the contract")
+            elif isinstance(target.canary, Canary) and target.canary.over(self.canary).missing():
+                problems.append(f"target {target.partition_key!r}: its canary needs "
+                                f"{' and '.join(target.canary.over(self.canary).missing())} (on the target, or on "
+                                "the contract's canary: for every target)")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -444,6 +445,22 @@ class Contract(_Strict):
             if target.expected:
                 merged.setdefault(target.partition_key, {}).update(target.expected)
         return merged
+
+    def canary_for(self, partition: str) -> Canary | None:
+        """The canary settings of one target (complete), or None when it is not a canary."""
+        if self.is_dynamic:
+            return self.canary
+        target = next((t for t in self.static_targets if t.partition_key == partition), None)
+        if target is None or target.canary is False:
+            return None
+        if target.canary is None or target.canary is True:
+            return self.canary
+        return target.canary.over(self.canary)
+
+    @property
+    def has_canaries(self) -> bool:
+        return self.canary is not None or any(isinstance(t.canary, Canary) or t.canary is True
+                                              for t in self.static_targets)
 
     def has_expected(self, field: str) -> bool:
         return self.fields[field].rules.expected is not None or any(

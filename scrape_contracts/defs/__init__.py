@@ -42,7 +42,7 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
     Raises ``NoContractLoaded`` when no contract loads at all, so the code location shows as errored.
     """
     from scrape_contracts.defs.load_report import build_load_report, require_a_contract
-    from scrape_contracts.defs.schedules import build_schedule
+    from scrape_contracts.defs.schedules import build_canary_schedules, build_schedule
     from scrape_contracts.defs.sensors import build_sensors
 
     result = loaded or load_contracts(directory)
@@ -63,6 +63,7 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
         schedule = build_schedule(item)
         if schedule is not None:
             schedules.append(schedule)
+        schedules += build_canary_schedules(item)
     sensors, extra_jobs = build_sensors(result)
     sensors.append(report_sensor)
     from scrape_contracts.defs.health import build_health_asset

@@ -16,7 +16,7 @@ from scrape_contracts.adapters.destinations import DestinationError, load_destin
 from scrape_contracts.adapters.schema import DeliveryState
 from scrape_contracts.contract.loader import LoadResult, contracts_dir
 from scrape_contracts.defs.resources import ProjectStoreResource
-from scrape_contracts.service.activations import Sent, deliver_rows
+from scrape_contracts.service.activations import Sent, deliver_rows, has_routes
 
 BATCH = 500
 JOB_NAME = "deliver_events_job"
@@ -39,7 +39,7 @@ def _table(sent: list[Sent]) -> str:
 
 def build_activation_defs(result: LoadResult) -> tuple[list[dg.SensorDefinition], list[dg.JobDefinition]]:
     contracts = result.by_name()
-    with_rules = {name for name, item in contracts.items() if item.contract.activations}
+    with_rules = {name for name, item in contracts.items() if has_routes(item.contract)}
     # destinations.yaml lives beside the contracts these definitions were built from
     folder = next((item.path.parent for item in result.contracts), None)
 
@@ -90,7 +90,8 @@ def build_activation_defs(result: LoadResult) -> tuple[list[dg.SensorDefinition]
         relevant = [r for r in rows if r.contract in with_rules]
         if not relevant:
             return dg.SensorResult(skip_reason=dg.SkipReason(
-                f"{len(rows)} outbox row(s) up to {last}: no contract of theirs has activations"), cursor=str(last))
+                f"{len(rows)} outbox row(s) up to {last}: no contract of theirs has activations or canaries"),
+                cursor=str(last))
         first = relevant[0].id
         return dg.SensorResult(run_requests=[dg.RunRequest(
             run_key=f"deliver:{first}-{last}",

@@ -27,6 +27,7 @@ from scrape_contracts.adapters.schema import DeliveryState, OutboxKind
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.activations import Activation, Operational
 from scrape_contracts.contract.loader import LoadedContract
+from scrape_contracts.contract.model import Contract
 from scrape_contracts.engine.activations import fired_rules, fired_set_rules
 from scrape_contracts.engine.lists import is_set, set_records
 from scrape_contracts.engine.set_checks import diff_sets
@@ -84,9 +85,29 @@ def _summary(row: OutboxRow) -> str:
     return f"{row.kind.value}"
 
 
+CANARY_RULE = "canary"
+
+
+def canary_rule(contract: Contract, partition: str) -> Activation | None:
+    """A canary target's alerts, as the operational rule they are: ``on: [failing, recovered]`` to its
+    ``notify``. The same failure streak code counts for it (adapters/store.py ``_count_streaks``), so the
+    alert goes once per streak and the recovery only after an alert; and an ``on: failing`` rule to the same
+    destination gives the same message id, delivered once."""
+    canary = contract.canary_for(partition)
+    if canary is None or not canary.notify:
+        return None
+    return Activation(name=CANARY_RULE, on=(Operational.FAILING, Operational.RECOVERED),
+                      failing_after=canary.threshold, notify=canary.notify)
+
+
+def has_routes(contract: Contract) -> bool:
+    """Whether any outbox row of this contract can give a message (activations or canaries)."""
+    return bool(contract.activations) or contract.has_canaries
+
+
 def messages_for(row: OutboxRow, loaded: LoadedContract | None, store: ProjectStore) -> list[Message]:
-    """What an outbox row gives under the contract's activations (none for a contract without any)."""
-    if loaded is None or not loaded.contract.activations:
+    """What an outbox row gives under the contract's activations and canaries (none for a contract without)."""
+    if loaded is None or not has_routes(loaded.contract):
         return []
     contract = loaded.contract
     link = asset_link(row.contract, row.partition)
@@ -108,14 +129,17 @@ def messages_for(row: OutboxRow, loaded: LoadedContract | None, store: ProjectSt
                                   for k in sorted(set(old.record) | set(new.record))
                                   if old.record.get(k) != new.record.get(k)))
                 found += [Message(row.id, fired.rule, d, event) for d in fired.destinations]
-    for rule in contract.activations:
+    canary = canary_rule(contract, row.partition) if row.kind in (OutboxKind.FAILED, OutboxKind.RECOVERED) \
+        else None
+    for rule in [*contract.activations, *([canary] if canary else [])]:
         matched = [k for k in _operational(row, rule) if rule.on and k in rule.on]
         if not matched:
             continue
         kind = matched[0].value
+        summary = ("canary " if rule is canary else "") + _summary(row)
         event = OutgoingEvent(
             id=event_id(row.contract, row.partition, row.version, kind), kind=kind, contract=row.contract,
-            target=row.partition, version=row.version, rule=rule.name, summary=_summary(row),
+            target=row.partition, version=row.version, rule=rule.name, summary=summary,
             reasons=tuple(str(r) for r in (row.data.get("reason"),) if r), link=link,
             occurred_at=row.created_at.timestamp())
         found += [Message(row.id, rule.name, d, event) for d in rule.notify]

@@ -66,9 +66,10 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
         schedules += build_canary_schedules(item)
     sensors, extra_jobs = build_sensors(result)
     sensors.append(report_sensor)
-    from scrape_contracts.defs.health import build_health_asset
+    from scrape_contracts.defs.health import build_health_asset, health_schedule
 
     assets.append(build_health_asset(result))
+    schedules.append(health_schedule)
     return dg.Definitions(
         assets=assets, asset_checks=checks, jobs=jobs + extra_jobs, schedules=schedules, sensors=sensors,
         resources={**default_resources(), **(resources or {})},

@@ -29,3 +29,12 @@ def build_health_asset(result: LoadResult) -> dg.AssetsDefinition:
             "failing_targets": sum(r.failing_targets for r in rows)})
 
     return health
+
+
+health_job = dg.define_asset_job("health_job", selection=dg.AssetSelection.assets(HEALTH_KEY),
+                                 description="Refreshes scrape/_health (health_schedule runs it).")
+health_schedule = dg.ScheduleDefinition(
+    name="health_schedule", job=health_job,
+    cron_schedule="*/15 * * * *",  # every 15 minutes: a cheap read of the project store, no fetching
+    default_status=dg.DefaultScheduleStatus.RUNNING,  # the summary should not go stale itself
+    description="Materialises scrape/_health every 15 minutes (needs dagster-daemon).")

@@ -154,6 +154,9 @@ partition_state = sa.Table(
     # consecutive failed or rejected scrapes, and all of them ever (the id of each failure's outbox event)
     sa.Column("failure_streak", sa.Integer, nullable=False, default=0, server_default="0"),
     sa.Column("failure_count", sa.Integer, nullable=False, default=0, server_default="0"),
+    # when a scrape last succeeded (accepted, or unchanged: a batch records no event of its own for those),
+    # what the freshness check compares with the schedule
+    sa.Column("last_success_at", sa.DateTime(timezone=True)),
     sa.Column("etag", sa.Text),
     sa.Column("last_modified", sa.Text),
     sa.Column("last_page_sha256", sa.String(64)),

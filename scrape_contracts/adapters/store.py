@@ -176,6 +176,7 @@ class PartitionState:
     last_modified: str | None = None
     last_page_sha256: str | None = None
     failure_streak: int = 0  # consecutive failed or rejected scrapes
+    last_success_at: dt.datetime | None = None  # last accepted or unchanged scrape (UTC)
 
 
 @dataclass(frozen=True)
@@ -1003,6 +1004,10 @@ def _count_streaks(conn: Connection, *, failed: Sequence[tuple[str, str, str]],
         changed[(contract, partition)] = (streak + 1, count + 1)
         events[OutboxKind.FAILED].append((contract, partition, count + 1, {"streak": streak + 1,
                                                                            "reason": reason[:500]}))
+    if succeeded:
+        now = _now()
+        conn.execute(_state_update(("last_success_at",)), [
+            {"c": c, "p": p, "last_success_at": now, "updated_at": now} for c, p in set(succeeded)])
     if changed:
         conn.execute(_state_update(("failure_streak", "failure_count")), [
             {"c": c, "p": p, "failure_streak": streak, "failure_count": count, "updated_at": _now()}
@@ -1013,7 +1018,13 @@ def _count_streaks(conn: Connection, *, failed: Sequence[tuple[str, str, str]],
 
 def _state(row: Any) -> PartitionState:
     return PartitionState(row.contract, row.partition, bool(row.paused), row.pause_reason, row.heal_attempts,
-                          row.etag, row.last_modified, row.last_page_sha256, row.failure_streak)
+                          row.etag, row.last_modified, row.last_page_sha256, row.failure_streak,
+                          _utc(row.last_success_at))
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    # SQLite gives timestamps back without their zone; they were written in UTC
+    return value.replace(tzinfo=dt.timezone.utc) if value is not None and value.tzinfo is None else value
 
 
 def _candidate(row: Any) -> Candidate:

@@ -66,10 +66,15 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
         schedules += build_canary_schedules(item)
     sensors, extra_jobs = build_sensors(result)
     sensors.append(report_sensor)
+    from scrape_contracts.defs.freshness import build_freshness_check, build_freshness_defs
     from scrape_contracts.defs.health import build_health_asset, health_schedule
 
     assets.append(build_health_asset(result))
     schedules.append(health_schedule)
+    checks += [check for check in map(build_freshness_check, result.contracts) if check is not None]
+    freshness_sensors, freshness_jobs = build_freshness_defs(result)
+    sensors += freshness_sensors
+    extra_jobs += freshness_jobs
     return dg.Definitions(
         assets=assets, asset_checks=checks, jobs=jobs + extra_jobs, schedules=schedules, sensors=sensors,
         resources={**default_resources(), **(resources or {})},

@@ -88,6 +88,8 @@ class ContractAssets:
 
 
 def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
+    from scrape_contracts.defs.freshness import freshness_policy as contract_freshness_policy
+
     contract = loaded.contract
     name = contract.name
     partitions_def = partitions_for(contract)
@@ -195,6 +197,8 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         owners=_owners(contract.owners), kinds={"table"}, tags={"scrape_contracts/contract": name},
         # the UI's Columns panel: one column per field, with its type, selector and rules
         metadata={"dagster/column_schema": column_schema(contract)},
+        # asset-level, from schedule:; each target's freshness is the check refreshed_on_schedule
+        freshness_policy=contract_freshness_policy(contract),
     )
     def accepted(context: dg.AssetExecutionContext, candidate: Candidate,
                  store: ProjectStoreResource) -> dg.MaterializeResult:

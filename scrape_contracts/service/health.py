@@ -14,7 +14,7 @@ from scrape_contracts.contract.loader import LoadedContract
 class ContractHealth:
     contract: str
     targets: int
-    last_success: str | None  # when data was last accepted (ISO 8601, UTC)
+    last_success: str | None  # when a scrape last succeeded: accepted or unchanged (ISO 8601, UTC)
     age_s: float | None  # seconds since then
     failing_targets: int  # targets whose last scrape failed or was rejected
     longest_failure_streak: int
@@ -33,10 +33,10 @@ def contract_health(store: ProjectStore, loaded: Sequence[LoadedContract],
     for item in loaded:
         name, budget = item.contract.name, item.contract.healing.budget
         states = store.states(name)
-        latest = [v.created_at for v in store.latest_accepted_all(name)]
+        # accepted versions, and successes that found the page unchanged (no new version, but fresh data)
+        latest = [_utc(v.created_at) for v in store.latest_accepted_all(name)]
+        latest += [s.last_success_at for s in states.values() if s.last_success_at is not None]
         newest = max(latest) if latest else None
-        if newest is not None and newest.tzinfo is None:
-            newest = newest.replace(tzinfo=dt.timezone.utc)
         keys = set(states) | {t.partition_key for t in item.contract.static_targets} | set(store.list_targets(name))
         found.append(ContractHealth(
             contract=name, targets=len(keys),
@@ -51,3 +51,7 @@ def contract_health(store: ProjectStore, loaded: Sequence[LoadedContract],
                                  for k in keys),
         ))
     return found
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value

@@ -163,7 +163,7 @@ def dump(engine: sa.Engine) -> dict[str, list[tuple]]:
 
 
 # columns that migrations after the previous release added to its tables
-ADDED_COLUMNS = {"sc_partition_state": ("failure_streak", "failure_count")}
+ADDED_COLUMNS = {"sc_partition_state": ("failure_streak", "failure_count", "last_success_at")}
 
 
 def main(url: str) -> None:

@@ -75,8 +75,7 @@ def _shown(harness: Harness) -> dict[str, str]:
             for i in infos if i.is_current}
 
 
-def test_a_paused_target_turns_stale_and_only_changes_are_recorded(sqlite_harness: Harness, site: Any) -> None:
-    harness = sqlite_harness
+def test_a_paused_target_turns_stale_and_only_changes_are_recorded(harness: Harness, site: Any) -> None:
     _shop(harness, site)
     defs = harness.definitions()
     spec = defs.resolve_assets_def(accepted_key("shop")).specs_by_key[accepted_key("shop")]
@@ -92,6 +91,12 @@ def test_a_paused_target_turns_stale_and_only_changes_are_recorded(sqlite_harnes
     harness.store.pause("shop", "p2", "held by hand")
     _freshness_round(harness, defs)
     assert _shown(harness) == {"p1": "SUCCEEDED", "p2": "FAILED"}
+    # Execute on the check in the UI evaluates one target the same way
+    check = dg.AssetCheckKey(accepted_key("shop"), FRESHNESS_CHECK)
+    job = defs.resolve_implicit_global_asset_job_def().get_subset(asset_selection=set(),
+                                                                  asset_check_selection={check})
+    (evaluation,) = job.execute_in_process(instance=harness.instance, partition_key="p2").get_asset_check_evaluations()
+    assert not evaluation.passed and "stale: paused (held by hand)" in evaluation.description
     # an unchanged page is a success too, though a batched run records no materialisation for it
     harness.store.resume("shop", "p2")
     defs.resolve_job_def("scrape_shop_batch_job").execute_in_process(

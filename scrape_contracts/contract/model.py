@@ -446,16 +446,24 @@ class Contract(_Strict):
                 merged.setdefault(target.partition_key, {}).update(target.expected)
         return merged
 
-    def canary_for(self, partition: str) -> Canary | None:
-        """The canary settings of one target (complete), or None when it is not a canary."""
-        if self.is_dynamic:
-            return self.canary
-        target = next((t for t in self.static_targets if t.partition_key == partition), None)
-        if target is None or target.canary is False:
+    def canary_of(self, target: Target) -> Canary | None:
+        """The canary settings of a listed target (complete), or None when it is not a canary."""
+        if target.canary is False:
             return None
         if target.canary is None or target.canary is True:
             return self.canary
         return target.canary.over(self.canary)
+
+    def canary_for(self, partition: str) -> Canary | None:
+        """The canary settings of a target by partition key (a dynamic target: the contract's)."""
+        if self.is_dynamic:
+            return self.canary
+        return self.canaries_by_key.get(partition)
+
+    @functools.cached_property
+    def canaries_by_key(self) -> dict[str, Canary | None]:
+        # read per outbox row and per target: one pass over the targets, not one per question
+        return {t.partition_key: self.canary_of(t) for t in self.static_targets}
 
     @property
     def has_canaries(self) -> bool:

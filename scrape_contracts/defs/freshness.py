@@ -21,7 +21,7 @@ import datetime as dt
 import hashlib
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import dagster as dg
 from dagster._utils.warnings import PreviewWarning
@@ -39,15 +39,19 @@ FRESHNESS_CHECK = "refreshed_on_schedule"
 JOB_NAME = "freshness_job"
 
 
-def cadences_for(contract: Contract, partition: str) -> list[Cadence]:
-    """The schedules that scrape one target: the contract's, and its canary's."""
-    found = []
+def cadences_of(contract: Contract) -> Callable[[str], list[Cadence]]:
+    """The schedules that scrape each target (the contract's, and its canary's), worked out once."""
+    common = []
     if contract.schedule is not None:
-        found.append(Cadence(schedule_name(contract.name), contract.schedule.cron, contract.schedule.timezone))
+        common.append(Cadence(schedule_name(contract.name), contract.schedule.cron, contract.schedule.timezone))
+    own: dict[str, list[Cadence]] = {}
     for item in canary_schedules(contract):
-        if item.targets is None or partition in item.targets:
-            found.append(Cadence(item.name, item.schedule.cron, item.schedule.timezone))
-    return found
+        cadence = Cadence(item.name, item.schedule.cron, item.schedule.timezone)
+        if item.targets is None:
+            common.append(cadence)
+        for key in item.targets or ():
+            own.setdefault(key, []).append(cadence)
+    return lambda partition: common + own.get(partition, [])
 
 
 def has_freshness(contract: Contract) -> bool:
@@ -80,9 +84,10 @@ def verdicts(instance: dg.DagsterInstance, store: ProjectStore, loaded: LoadedCo
     keys = partitions if partitions is not None else \
         partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
     states = store.states(contract.name)
+    cadences_for = cadences_of(contract)
     found = {}
     for key in keys:
-        cadences = cadences_for(contract, key)
+        cadences = cadences_for(key)
         if not cadences:
             continue
         state = states.get(key)

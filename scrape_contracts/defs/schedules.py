@@ -47,7 +47,7 @@ def canary_schedules(contract: Contract) -> list[CanarySchedule]:
     groups: dict[str, tuple[Schedule, list[str]]] = {}
     for target in contract.static_targets:
         key = target.partition_key
-        canary = contract.canary_for(key)
+        canary = contract.canary_of(target)
         if canary is None or canary.schedule is None:
             continue
         shared = contract.canary is not None and canary.schedule == contract.canary.schedule
@@ -78,6 +78,7 @@ def build_canary_schedules(loaded: LoadedContract) -> list[dg.ScheduleDefinition
 def _batched_schedule(contract: Contract, name: str, schedule: Schedule, only: tuple[str, ...] | None, *,
                       trigger: str, description: str) -> dg.ScheduleDefinition:
     partitions_def = partitions_for(contract)
+    wanted = set(only or ())
 
     @dg.schedule(
         name=name, job_name=batch_job_name(contract.name),
@@ -89,7 +90,7 @@ def _batched_schedule(contract: Contract, name: str, schedule: Schedule, only: t
                          ) -> list[dg.RunRequest] | dg.SkipReason:
         keys = partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
         if only is not None:
-            keys = [key for key in keys if key in set(only)]
+            keys = [key for key in keys if key in wanted]
         return _requests(context, contract, name, keys, store.get().paused_partitions(contract.name), trigger)
 
     return batched_schedule

@@ -186,6 +186,8 @@ async def _stream(request: Request, door: FrontDoor, token: str, contract: str |
                   poll_s: float) -> AsyncIterator[str]:
     loop = asyncio.get_running_loop()
     quiet_since = loop.time()
+    # at once, so the client has the response (and its headers) before the first event exists
+    yield f"retry: {int(poll_s * 2000)}\n\n"
     while True:
         for event in page.events:
             yield _sse(event)

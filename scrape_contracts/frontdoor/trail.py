@@ -14,7 +14,8 @@ transaction still holds uncommitted, or that event would appear later *behind* t
   with a transaction snapshot S, is safe once every transaction that was running at S has ended (the
   cluster's oldest running transaction is past S's xmax); by then each id <= L is committed or rolled back
   for good. ``HighWater`` keeps such observations and promotes them as transactions end, so a long
-  transaction elsewhere only delays events, it never loses one. (Dagster writes an event with one INSERT in
+  transaction elsewhere only delays events, it never loses one (a process that has just started shows
+  events once the transactions running at its first look have ended). (Dagster writes an event with one INSERT in
   autocommit; the id is drawn and the transaction id assigned within that one statement.)
 """
 

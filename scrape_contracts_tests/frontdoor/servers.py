@@ -26,10 +26,17 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
                           env=env or dict(os.environ), capture_output=True, text=True, timeout=120)
 
 
+def tokens():  # -> TokenStore of the store DAGSTER_HOME / SCRAPE_CONTRACTS_DB_URL point at
+    from scrape_contracts import settings
+    from scrape_contracts.adapters.store import ProjectStore
+    from scrape_contracts.frontdoor.tokens import TokenStore
+
+    return TokenStore(ProjectStore(settings.db_url()).engine)
+
+
 def new_token(owner: str, scope: str) -> str:
-    done = cli("tokens", "create", "--owner", owner, "--scope", scope)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1]
+    """A token made in this process (test_tokens.py runs the CLI; here it would cost a process start)."""
+    return tokens().create(owner, scope)[1]
 
 
 class ApiServer:

@@ -13,6 +13,8 @@ import asyncio
 import json
 import logging
 import re
+import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -49,7 +51,7 @@ Key = Annotated[str, PathParam(description="the target's partition key", max_len
 
 def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor | None = None,
                stream_poll_s: float = STREAM_POLL_S) -> FastAPI:
-    door = front_door or FrontDoor(contracts_dir=contracts_dir)
+    door = _LazyDoor(front_door, contracts_dir)
     app = FastAPI(title="scrape-contracts", version="1",
                   description="Contracts, runs, accepted data and the event trail of a scrape_contracts project. "
                               "Authenticate with `Authorization: Bearer <token>` "
@@ -178,6 +180,29 @@ def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor
     return app
 
 
+class _LazyDoor:
+    """The front door, opened on first use: the OpenAPI document can be written without an instance."""
+
+    def __init__(self, door: FrontDoor | None, contracts_dir: str | Path | None) -> None:
+        self._door, self._contracts_dir = door, contracts_dir
+        self._lock = threading.Lock()
+
+    def open(self) -> FrontDoor:
+        with self._lock:
+            if self._door is None:
+                self._door = FrontDoor(contracts_dir=self._contracts_dir)
+            return self._door
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.open(), name)
+
+
+def write_openapi(path: Path) -> None:
+    """The document the API serves, as checked in (``python -m scrape_contracts.api openapi.json``)."""
+    spec = create_app(front_door=None).openapi()
+    path.write_text(json.dumps(spec, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def _sse(event: m.TrailEvent) -> str:
     return f"id: {event.id}\nevent: trail\ndata: {json.dumps(event.model_dump(), default=str)}\n\n"
 
@@ -206,3 +231,7 @@ async def _stream(request: Request, door: FrontDoor, token: str, contract: str |
         except Refused as exc:
             yield f"event: end\ndata: {json.dumps({'detail': str(exc)})}\n\n"
             return
+
+
+if __name__ == "__main__":
+    write_openapi(Path(sys.argv[1] if len(sys.argv) > 1 else "openapi.json"))

@@ -94,6 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     _contracts_env(args)
     app = create_app(contracts_dir=args.contracts_dir)
+    app.state.door.open()  # the instance and the store now: a wrong DAGSTER_HOME fails here, not per request
     print(f"scrape-contracts API on http://{args.host}:{args.port} (OpenAPI: /openapi.json, docs: /docs)",
           flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

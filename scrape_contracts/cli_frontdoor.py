@@ -103,13 +103,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from scrape_contracts.cli import CliError
-    from scrape_contracts.mcp_server import build_server
+    from scrape_contracts.mcp_server import build_server, run
 
     _contracts_env(args)
     token = args.token or os.environ.get("SCRAPE_CONTRACTS_TOKEN")
     if not token:
         raise CliError("the MCP server needs an API token: set SCRAPE_CONTRACTS_TOKEN (or pass --token); "
                        "create one with `scrape-contracts tokens create`", 2)
-    server = build_server(token, contracts_dir=args.contracts_dir, host=args.host, port=args.port)
-    server.run("stdio" if args.transport == "stdio" else "streamable-http")
+    run(build_server(token, contracts_dir=args.contracts_dir), args.transport, args.host, args.port)
     return 0

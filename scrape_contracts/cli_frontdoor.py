@@ -87,14 +87,21 @@ def _contracts_env(args: argparse.Namespace) -> None:
         os.environ["SCRAPE_CONTRACTS_DIR"] = str(Path(args.contracts_dir).resolve())
 
 
+def _front_door(args: argparse.Namespace):  # -> FrontDoor
+    from scrape_contracts.cli import _instance
+    from scrape_contracts.frontdoor import FrontDoor
+
+    return FrontDoor(contracts_dir=args.contracts_dir, instance=_instance())
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from scrape_contracts.api import create_app
 
     _contracts_env(args)
-    app = create_app(contracts_dir=args.contracts_dir)
-    app.state.door.open()  # the instance and the store now: a wrong DAGSTER_HOME fails here, not per request
+    # the instance and the store now: a wrong DAGSTER_HOME fails here in one line, not on each request
+    app = create_app(front_door=_front_door(args))
     print(f"scrape-contracts API on http://{args.host}:{args.port} (OpenAPI: /openapi.json, docs: /docs)",
           flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
@@ -110,5 +117,5 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if not token:
         raise CliError("the MCP server needs an API token: set SCRAPE_CONTRACTS_TOKEN (or pass --token); "
                        "create one with `scrape-contracts tokens create`", 2)
-    run(build_server(token, contracts_dir=args.contracts_dir), args.transport, args.host, args.port)
+    run(build_server(token, front_door=_front_door(args)), args.transport, args.host, args.port)
     return 0

@@ -103,3 +103,39 @@ def test_read_token_cannot_launch_and_other_owners_contracts_are_refused(demo_ho
     assert [i["record"]["sku"] for i in items] == ["BK-0001"]
     with dg.DagsterInstance.get() as instance:
         assert not instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/trigger": "api"}))
+
+
+def test_streamable_http_transport(demo_home: Path) -> None:
+    import httpx
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    from scrape_contracts_tests.frontdoor.servers import free_port
+
+    token = new_token("team:recruiting-analytics", "read")
+    port = free_port()
+    server = subprocess.Popen([str(BIN / "scrape-contracts"), "--contracts-dir", str(REPO / "contracts"), "mcp",
+                               "--transport", "http", "--port", str(port)],
+                              env={**os.environ, "SCRAPE_CONTRACTS_TOKEN": token},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=2)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+
+        async def session_run() -> list:
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                return _data(await session.call_tool("list_contracts", {}))
+
+        contracts = anyio.run(session_run)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert [c["name"] for c in contracts] == ["jobs"]

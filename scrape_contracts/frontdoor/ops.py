@@ -114,6 +114,9 @@ class FrontDoor:
                 last_run_id=candidate.run_id if candidate else None,
                 last_scraped_at=candidate.created_at.isoformat() if candidate else None))
         definition = contract.model_dump(mode="json", by_alias=True, exclude_none=True)
+        fetch = definition.get("fetch") or {}
+        # request headers are where a contract keeps credentials for its site: names only
+        fetch["headers"] = {name: "(hidden)" for name in fetch.get("headers") or {}}
         return m.ContractDetail(contract=_summary(loaded), definition=definition, targets=targets)
 
     def get_accepted(self, principal: Principal, name: str, *, partition: str | None = None, limit: int = 100,

@@ -66,7 +66,7 @@ def test_every_route_with_a_valid_token(api: ApiServer, demo_home: Path) -> None
     reader = new_token(BOOKS_OWNER, "read")
     jobs = new_token(JOBS_OWNER, "write")
     with api.client(token) as client, api.client(reader) as read_only, api.client(jobs) as jobs_client:
-        assert [c["name"] for c in client.get("/contracts").json()] == ["books"]
+        assert [c["name"] for c in client.get("/contracts").json()] == ["books", "reviews"]
         detail = client.get("/contracts/books").json()
         targets = {t["key"]: t for t in detail["targets"]}
         assert set(targets) == {"dune", "neuromancer", "hyperion"}
@@ -108,7 +108,7 @@ def test_every_route_with_a_valid_token(api: ApiServer, demo_home: Path) -> None
             first = next(line for line in stream.iter_lines() if line.startswith("id: "))
         assert first == f"id: {events[0]['id']}"
         health = client.get("/health/detailed").json()["contracts"]
-        assert [h["contract"] for h in health] == ["books"] and health[0]["review_backlog"] == 1
+        assert [h["contract"] for h in health] == ["books", "reviews"] and health[0]["review_backlog"] == 1
         assert httpx.get(f"{api.url}/health/live").json() == {"status": "ok"}
         ready = httpx.get(f"{api.url}/health/ready").json()
         assert ready == {"status": "ok", "checks": {"project_store": "ok", "dagster_instance": "ok"}}

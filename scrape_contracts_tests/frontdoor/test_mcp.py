@@ -78,7 +78,7 @@ def test_agent_lists_contracts_launches_a_run_and_reads_its_events(demo_home: Pa
             return contracts, run_id, events
 
     contracts, run_id, events = anyio.run(session_run)
-    assert [c["name"] for c in contracts] == ["books"]
+    assert [c["name"] for c in contracts] == ["books", "reviews"]
     mine = [e for e in events if e["run_id"] == run_id]
     assert mine and {e["partition"] for e in mine} == {"dune"}
     assert mine[0]["stage"] == "fetched"

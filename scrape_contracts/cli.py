@@ -623,6 +623,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_deliveries.register(sub)
 
+    from scrape_contracts import cli_frontdoor
+
+    cli_frontdoor.register(sub)
+
     db = sub.add_parser("db", help="the project store's schema: current revision, upgrade").add_subparsers(
         dest="db_command", required=True)
     p = db.add_parser("current", help="print the store's schema revision (changes nothing)")

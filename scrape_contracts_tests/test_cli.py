@@ -30,6 +30,8 @@ ELSEWHERE = {
                                                                "test_production.py start them",
     "scrape-contracts run books --partition dune --idempotency-key nightly-2026-11-29": "production launches: "
                                                                                          "test_production.py",
+    "TOKEN=$(scrape-contracts tokens create --owner data-team@example.com --scope write --label docs | tail -n 1)":
+        "a server on a free port: frontdoor/test_readme_api.py",
 }
 INSTALL = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && "
 

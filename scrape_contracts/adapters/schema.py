@@ -200,3 +200,51 @@ deliveries = sa.Table(
     sa.UniqueConstraint("message_id", "destination", name="uq_sc_deliveries_message"),
     sa.Index("ix_sc_deliveries_status", "status", "id"),
 )
+
+
+class TokenScope(TextEnum):
+    """What an API token may do: read, or read and change (launch, review, pause, add targets)."""
+
+    READ = "read"
+    WRITE = "write"
+
+
+# The front door (scrape_contracts/frontdoor): API tokens, stored as sha256 hashes only (a token is 256 random
+# bits, so a fast hash is enough); the token itself is shown once, when it is created.
+api_tokens = sa.Table(
+    "sc_api_tokens", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),  # printed, listed and revoked by; not a secret
+    sa.Column("token_sha256", sa.String(64), nullable=False, unique=True),
+    sa.Column("owner", sa.String(256), nullable=False),
+    sa.Column("scope", _enum(TokenScope, "ck_sc_api_tokens_scope", 16), nullable=False),
+    sa.Column("label", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("revoked_at", sa.DateTime(timezone=True)),
+)
+
+# Every write through the front door: who (token id and owner), what, on which target, why, which request.
+api_audit = sa.Table(
+    "sc_api_audit", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("token_id", sa.String(32), nullable=False),
+    sa.Column("owner", sa.String(256), nullable=False),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("request_id", sa.String(64), nullable=False),
+    sa.Column("outcome", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+# Idempotency keys of launches: scoped to the contract, kept after the runs finish; the request's hash
+# refuses the same key with another body (409), the run ids answer a repeat with the same runs.
+api_idempotency = sa.Table(
+    "sc_api_idempotency", metadata,
+    sa.Column("contract", sa.String(128), primary_key=True),
+    sa.Column("key", sa.String(256), primary_key=True),
+    sa.Column("request_sha256", sa.String(64), nullable=False),
+    sa.Column("run_ids", sa.JSON, nullable=False),
+    sa.Column("token_id", sa.String(32), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)

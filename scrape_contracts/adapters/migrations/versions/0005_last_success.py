@@ -1,6 +1,6 @@
 """When each target's scrape last succeeded (issue 11): the freshness check compares it with the schedule.
 
-Revision 0008 (after 0004). One nullable column: existing targets start unknown, and their next success
+Revision 0005 (after 0004). One nullable column: existing targets start unknown, and their next success
 sets it.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0008'
+revision = '0005'
 down_revision = '0004'
 branch_labels = None
 depends_on = None

@@ -1,0 +1,156 @@
+"""What the front door answers with: the same records for the REST API (and its OpenAPI document) and MCP."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ContractSummary(_Record):
+    name: str
+    description: str
+    owners: list[str]
+    dynamic: bool = Field(description="targets are added at runtime (POST .../targets) rather than in the YAML")
+    schedule: str | None = Field(description="cron of the contract's schedule, if any")
+
+
+class TargetStatus(_Record):
+    key: str = Field(description="the target's partition key")
+    url: str
+    paused: bool
+    pause_reason: str | None
+    failure_streak: int
+    last_outcome: str | None = Field(description="the latest candidate's status: accepted, quarantined, "
+                                                 "rejected, unchanged, superseded or pending")
+    last_run_id: str | None
+    last_scraped_at: str | None
+
+
+class ContractDetail(_Record):
+    contract: ContractSummary
+    definition: dict[str, Any] = Field(description="the contract as loaded from its YAML")
+    targets: list[TargetStatus]
+
+
+class AcceptedRecord(_Record):
+    partition: str
+    url: str
+    version: int
+    record: dict[str, Any]
+    accepted_at: str
+    run_id: str
+
+
+class AcceptedPage(_Record):
+    contract: str
+    items: list[AcceptedRecord]
+    total: int
+    offset: int
+    limit: int
+
+
+class RunRequestBody(_Record):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    partition: str | None = Field(None, description="one target; default every target that is not paused, "
+                                                    "as batched runs")
+    force: bool = Field(False, description="fetch again without validators and extract even if unchanged")
+
+
+class LaunchedRun(_Record):
+    run_id: str
+    status: str
+    label: str
+
+
+class RunLaunch(_Record):
+    contract: str
+    idempotency_key: str
+    replayed: bool = Field(description="true when this key had launched these runs before")
+    runs: list[LaunchedRun]
+    skipped_paused: list[str]
+
+
+class TargetsBody(_Record):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    urls: list[str] = Field(min_length=1, max_length=1000)
+
+
+class TargetsAdded(_Record):
+    contract: str
+    added: dict[str, str] = Field(description="partition key -> URL of each new target")
+
+
+class StateBody(_Record):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    reason: str = Field("", max_length=2000, description="why; required to pause")
+
+
+class TargetState(_Record):
+    contract: str
+    key: str
+    paused: bool
+    reason: str
+    run_id: str
+
+
+class ReviewBody(_Record):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    decision: Literal["accept", "reject"]
+    reason: str = Field(min_length=1, max_length=2000)
+    candidate_id: int | None = Field(None, description="the candidate you looked at (refused if stale)")
+
+
+class ReviewResult(_Record):
+    contract: str
+    partition: str
+    decision: str
+    reviewer: str
+    run_id: str
+    accepted_version: int | None
+
+
+class TrailEvent(_Record):
+    id: str = Field(description="event cursor: pass it as `after` (or SSE Last-Event-ID) to resume after it")
+    contract: str
+    timestamp: float
+    run_id: str
+    partition: str | None
+    stage: str
+    summary: str
+    metadata: dict[str, Any]
+
+
+class EventPage(_Record):
+    events: list[TrailEvent]
+    next: str = Field(description="cursor for the next page (the last event's id, or `after` if none)")
+
+
+class ContractHealthRecord(_Record):
+    contract: str
+    targets: int
+    last_success: str | None
+    age_s: float | None
+    failing_targets: int
+    longest_failure_streak: int
+    paused: int
+    review_backlog: int
+    heal_budget_left: int
+
+
+class Health(_Record):
+    status: Literal["ok", "unavailable"]
+    checks: dict[str, str]
+
+
+class DetailedHealth(_Record):
+    status: Literal["ok"]
+    contracts: list[ContractHealthRecord]
+
+
+class Problem(_Record):
+    detail: str

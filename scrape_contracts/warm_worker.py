@@ -11,6 +11,7 @@ contract is what the run scrapes. It stays single-threaded, so forking it is saf
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -77,6 +78,11 @@ def main() -> int:
             importlib.import_module(name)
         except ImportError:  # an optional part is missing: the run imports what it needs itself
             pass
+    # what is loaded now lives as long as the process: out of the collector's sight (gc.freeze, meant for
+    # pre-fork servers), else every full collection in every run worker walks Dagster's whole import graph,
+    # and writing the collector's marks would copy the shared pages into each fork
+    gc.collect()
+    gc.freeze()
     # children are reaped by the kernel: this process never waits for them
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     out = sys.stdout

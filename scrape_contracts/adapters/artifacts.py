@@ -30,7 +30,9 @@ class ArtifactStore:
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(gzip.compress(data, compresslevel=6))
+                # level 1: 0.7 ms for a 45 KB page where 6 took 1.5 ms (a sixth of a batch worker's time per
+                # page), for files 13% larger (27% of the page instead of 24%); measured on the benchmark's pages
+                handle.write(gzip.compress(data, compresslevel=1))
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

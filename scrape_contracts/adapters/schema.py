@@ -197,3 +197,16 @@ deliveries = sa.Table(
     sa.UniqueConstraint("message_id", "destination", name="uq_sc_deliveries_message"),
     sa.Index("ix_sc_deliveries_status", "status", "id"),
 )
+
+# Per field of a candidate that could become accepted data, the fingerprint of the element its value came
+# from (``engine.heal.FieldMemory`` as JSON): healing reads it when the old raw page has been pruned.
+fingerprints = sa.Table(
+    "sc_fingerprints", metadata,
+    sa.Column("candidate_id", sa.Integer, sa.ForeignKey("sc_candidates.id"), primary_key=True),
+    sa.Column("field", sa.String(128), primary_key=True),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("fingerprint", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_sc_fingerprints_partition", "contract", "partition", "candidate_id"),
+)

@@ -67,9 +67,12 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
     sensors.append(report_sensor)
     from scrape_contracts.defs.health import build_health_asset
 
+    from scrape_contracts.defs.retention import retention_job, retention_schedule
+
     assets.append(build_health_asset(result))
     return dg.Definitions(
-        assets=assets, asset_checks=checks, jobs=jobs + extra_jobs, schedules=schedules, sensors=sensors,
+        assets=assets, asset_checks=checks, jobs=jobs + extra_jobs + [retention_job],
+        schedules=schedules + [retention_schedule], sensors=sensors,
         resources={**default_resources(), **(resources or {})},
         # every job without its own executor, including the implicit __ASSET_JOB the UI's Materialize runs:
         # a scrape is small, and a subprocess per step costs seconds (18 s instead of 1 s for one target)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 NUMERIC = frozenset({"number", "integer", "price"})
 NON_CONTENT = frozenset({"script", "style", "noscript", "template"})
@@ -187,6 +188,7 @@ def words_of(text: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=1 << 16)  # pure, and the answer is immutable
 def content_words(text: str) -> frozenset[str]:
     return frozenset(w for w in words_of(text) if w not in STOP)
 
@@ -218,6 +220,7 @@ def weighted_jaccard(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     return top / bottom if bottom else 0.0
 
 
+@lru_cache(maxsize=1 << 16)  # pure; the same word pairs recur for every candidate
 def word_match(x: str, y: str) -> bool:
     """Same word, a synonym, or the same stem ("serves"/"servings", "bed"/"bedroom")."""
     if x == y or y in SYNONYM_OF.get(x, ()):

@@ -40,6 +40,8 @@ def value_sources(
     digits), which spares parsing every number of the page to find one."""
     _, old_src = split_selector(spec.selector)
     needle = _digits_of(spec.before) if equal and spec.numeric else None
+    if equal and spec.type == "string" and spec.pattern is None and not spec.normalise and spec.before:
+        needle = f"={spec.before}"  # a plain string field's value is its text: only that text can equal it
     key = (
         needle,
         spec.type,
@@ -82,12 +84,15 @@ def _scan_values(
             for el in page.elements
             if el.get(old_attr) and (el not in page.hidden or el.tag == "meta")
         ]
+    exact = needle[1:] if needle is not None and needle.startswith("=") else None
     for el, src, raw in sites:
-        if needle is not None and needle not in NON_DIGIT.sub("", raw):
+        if exact is not None and raw.strip() != exact:
             continue
         if spec.numeric:
             longest = policy.max_numeric_text if spec.pattern is None else max_string
             if len(raw) > longest or not DIGIT.search(raw):
+                continue
+            if needle is not None and needle not in raw and needle not in NON_DIGIT.sub("", raw):
                 continue
             if spec.pattern is None:
                 key = (raw, spec.type, allowed_numbers, allowed_words)

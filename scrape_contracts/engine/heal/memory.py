@@ -36,7 +36,7 @@ from scrape_contracts.engine.heal.vocabulary import DIGIT, TAG_FAMILY
 
 FORMAT = 1  # stored memories of another format are ignored (healing then needs the page)
 TWINS_KEPT = 6  # non-target look-alikes remembered per field...
-TWINS_FINGERPRINTED = 40  # ...chosen among this many cheaply ranked ones
+TWINS_FINGERPRINTED = 16  # ...chosen among this many cheaply ranked ones
 # the names a selector step carries: #id, .class, [attr="value"]
 SELECTOR_NAMES = re.compile(r"#([\w-]+)|\.([\w-]+)|\[([\w:-]+)=\"([^\"]*)\"\]")
 
@@ -179,17 +179,29 @@ def memory_of(page: Page, spec: HealSpec, *, full: bool = True
     )
 
 
+def _branch(own: Sequence[etree._Element]) -> set[etree._Element]:
+    """The field's own elements, their ancestors and descendants: ``on_one_branch`` as one set lookup."""
+    out: set[etree._Element] = set()
+    for el in own:
+        out.add(el)
+        out.update(el.iterancestors())
+        out.update(el.iterdescendants())
+    return out
+
+
 def _foreign(page: Page, own: Sequence[etree._Element]) -> frozenset[str]:
-    """Names of short-text elements (the only ones a candidate's slot can be) held by a few other elements."""
-    recall = PageRecall(page, own, ())
+    """Names of short-text elements (the only ones a candidate's slot can be) held by a few other elements,
+    none of them on the field's branch."""
+    branch = _branch(own)
     limit = page.policy.max_string_text
-    tokens = {
+    shared = page.policy.anchors.identity_shared
+    return frozenset(
         token
         for token, elements in page.identity_index().items()
-        if len(elements) <= page.policy.anchors.identity_shared
+        if len(elements) <= shared
+        and not any(el in branch for el in elements)
         and any(el.tag == "meta" or 0 < len(page.text.get(el, "")) <= limit for el in elements)
-    }
-    return frozenset(t for t in tokens if recall.foreign(t))
+    )
 
 
 def _twins(page: Page, spec: HealSpec, targets: Sequence[Fingerprint], own: Sequence[etree._Element],
@@ -198,15 +210,22 @@ def _twins(page: Page, spec: HealSpec, targets: Sequence[Fingerprint], own: Sequ
     if not targets:
         return ()
     target = targets[0]
+    branch = _branch(own)
+    longest = page.policy.max_numeric_text if spec.numeric and spec.pattern is None else page.policy.max_string_text
+    most = page.policy.anchors.distractor_twins
     pool = []
     for text, elements in page.by_text().items():
-        if spec.numeric and not DIGIT.search(text):
+        if len(text) > longest or spec.numeric and not DIGIT.search(text):
             continue
-        for el in elements[: page.policy.anchors.distractor_twins]:
-            if any(on_one_branch(el, t) for t in own):
+        for el in elements[:most]:
+            if el in branch:
                 continue
-            key = (el.tag == target.tag) + 0.5 * (TAG_FAMILY.get(el.tag) == target.family)
-            key += len(target.classes & set(page.classes(el))) + (text == target_raw)
+            # a look-alike shares the field's kind of tag or a class name; other elements are not looked at
+            shared = len(target.classes.intersection(page.classes(el))) if target.classes else 0
+            family = TAG_FAMILY.get(el.tag, el.tag) == target.family
+            if not shared and not family:
+                continue
+            key = (el.tag == target.tag) + 0.5 * family + shared + (text == target_raw)
             pool.append((-key, page.index[el], el, text))
     pool.sort(key=lambda item: item[:2])
     alike = page.policy.similarity

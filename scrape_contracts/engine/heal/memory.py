@@ -206,33 +206,46 @@ def _foreign(page: Page, own: Sequence[etree._Element]) -> frozenset[str]:
 
 def _twins(page: Page, spec: HealSpec, targets: Sequence[Fingerprint], own: Sequence[etree._Element],
            target_raw: str) -> tuple[Twin, ...]:
-    """The non-target elements of the old page most like the field: where a look-alike would come from."""
+    """The non-target elements of the old page most like the field: where a look-alike would come from.
+    Only elements of the field's kind of tag or sharing one of its classes are looked at."""
     if not targets:
         return ()
     target = targets[0]
     branch = _branch(own)
     longest = page.policy.max_numeric_text if spec.numeric and spec.pattern is None else page.policy.max_string_text
-    most = page.policy.anchors.distractor_twins
+    by_family, by_class = _twin_index(page)
+    seen: set[etree._Element] = set()
     pool = []
-    for text, elements in page.by_text().items():
-        if len(text) > longest or spec.numeric and not DIGIT.search(text):
+    for el, text in (*by_family.get(target.family, ()), *(x for c in target.classes for x in by_class.get(c, ()))):
+        if el in seen or el in branch or len(text) > longest or spec.numeric and not DIGIT.search(text):
             continue
-        for el in elements[:most]:
-            if el in branch:
-                continue
-            # a look-alike shares the field's kind of tag or a class name; other elements are not looked at
-            shared = len(target.classes.intersection(page.classes(el))) if target.classes else 0
-            family = TAG_FAMILY.get(el.tag, el.tag) == target.family
-            if not shared and not family:
-                continue
-            key = (el.tag == target.tag) + 0.5 * family + shared + (text == target_raw)
-            pool.append((-key, page.index[el], el, text))
+        seen.add(el)
+        shared = len(target.classes.intersection(page.classes(el))) if target.classes else 0
+        family = TAG_FAMILY.get(el.tag, el.tag) == target.family
+        key = (el.tag == target.tag) + 0.5 * family + shared + (text == target_raw)
+        pool.append((-key, page.index[el], el, text))
     pool.sort(key=lambda item: item[:2])
     alike = page.policy.similarity
     scored = [(similarity(fingerprint_of(page, el, "text"), target, alike), text, el)
               for _, _, el, text in pool[:TWINS_FINGERPRINTED]]
     scored.sort(key=lambda item: -item[0])
     return tuple(Twin(text, fingerprint_of(page, el, "text")) for _, text, el in scored[:TWINS_KEPT])
+
+
+def _twin_index(page: Page) -> tuple[dict[str, list], dict[str, list]]:
+    """(tag family -> [(element, text)], stable class -> [(element, text)]) of the page's short visible texts,
+    built once per page for every field's look-alikes."""
+    if "twins" not in page.memo:
+        by_family: dict[str, list] = {}
+        by_class: dict[str, list] = {}
+        most = page.policy.anchors.distractor_twins
+        for text, elements in page.by_text().items():
+            for el in elements[:most]:
+                by_family.setdefault(TAG_FAMILY.get(el.tag, el.tag), []).append((el, text))
+                for cls in page.classes(el):
+                    by_class.setdefault(cls, []).append((el, text))
+        page.memo["twins"] = (by_family, by_class)
+    return page.memo["twins"]
 
 
 def remember(html: str, fields: Mapping[str, HealSpec], policy: HealPolicy, page: Page | None = None

@@ -100,7 +100,8 @@ def healed(case: HealCase, policy: HealPolicy = DEFAULT_POLICY) -> dict[str, Any
 def healed_from_fingerprints(case: HealCase, policy: HealPolicy = DEFAULT_POLICY) -> dict[str, Any]:
     """The old page deleted: only what ``remember`` stored at acceptance is left to heal from."""
     memories = remember(case.before_html, case.fields, policy=policy, page_url=case.page_url)
-    results = heal(None, case.after_html, case.fields, policy=policy, memories=memories, page_url=case.page_url)
+    results = heal(None, case.after_html, case.fields, policy=policy, memories=memories,
+                   page_url=case.page_url)
     return {name: result.value for name, result in results.items()}
 
 
@@ -144,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     print(_line("healing:", heal_out, heal_sec))
     print(_line("naive:", naive_out, naive_sec))
 
-    print("\nper change kind            healing c/w/r %          naive c/w/r %     n   on page c %   removed refused")
+    print("\nper change kind            healing c/w/r %          naive c/w/r %     n   on page c %   "
+          "removed refused")
     by_change: dict[str, list[int]] = defaultdict(list)
     for i, o in enumerate(heal_out):
         by_change[o.case.change].append(i)
@@ -156,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         on_page = f"{_pcts(shown)['correct']:5.1f}" if shown else "    -"
         print(
             f"  {change:<22} {h['correct']:5.1f} {h['wrong']:5.1f} {h['refused']:5.1f}      "
-            f"{nv['correct']:5.1f} {nv['wrong']:5.1f} {nv['refused']:5.1f}   {len(idx):4d}   {on_page}         "
+            f"{nv['correct']:5.1f} {nv['wrong']:5.1f} {nv['refused']:5.1f}   {len(idx):4d}   "
+            f"{on_page}         "
             + (f"{refused}/{len(gone)}" if gone else "-")
         )
     by_kind: dict[str, list[int]] = defaultdict(list)

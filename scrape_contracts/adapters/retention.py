@@ -18,7 +18,8 @@ OPEN_STATUSES = (CandidateStatus.PENDING, CandidateStatus.QUARANTINED)
 
 
 def _latest_accepted() -> sa.Subquery:
-    newest = (sa.select(accepted.c.contract, accepted.c.partition, sa.func.max(accepted.c.version).label("version"))
+    newest = (sa.select(accepted.c.contract, accepted.c.partition,
+                        sa.func.max(accepted.c.version).label("version"))
               .group_by(accepted.c.contract, accepted.c.partition).subquery())
     return (sa.select(accepted.c.candidate_id, accepted.c.page_sha256)
             .join(newest, sa.and_(accepted.c.contract == newest.c.contract,

@@ -37,8 +37,8 @@ def prune_raw_pages(context: dg.OpExecutionContext, config: RetentionConfig, sto
     return report.as_dict()
 
 
-@dg.job(name=RETENTION_JOB, description="Prune raw pages and fingerprints the retention policy no longer keeps.",
-        executor_def=dg.in_process_executor)
+@dg.job(name=RETENTION_JOB, executor_def=dg.in_process_executor,
+        description="Prune raw pages and fingerprints the retention policy no longer keeps.")
 def retention_job() -> None:
     prune_raw_pages()
 

@@ -63,4 +63,5 @@ def prune(store: ProjectStore, artifacts: ArtifactStore, policy: RetentionPolicy
     stale = fingerprints.candidates() - kept_ids
     forgotten = len(stale)
     fingerprints.delete(stale)
-    return RetentionReport(pages_kept=artifacts.count(), pages_removed=removed, fingerprints_removed=forgotten)
+    return RetentionReport(pages_kept=artifacts.count(), pages_removed=removed,
+                           fingerprints_removed=forgotten)

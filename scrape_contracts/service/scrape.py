@@ -61,8 +61,8 @@ def previous_of(store: ProjectStore, contract: str, partition: str) -> Previous 
 def previous_all(store: ProjectStore, contract: str, partitions: list[str]) -> dict[str, Previous]:
     """The last accepted version of each target, with what it was extracted under (one read each)."""
     basis = store.accepted_basis(contract, partitions)
-    return {v.partition: Previous(dict(v.record), v.version, v.page_sha256, *basis.get(v.partition, (None, None)),
-                                  candidate_id=v.candidate_id)
+    return {v.partition: Previous(dict(v.record), v.version, v.page_sha256,
+                                  *basis.get(v.partition, (None, None)), candidate_id=v.candidate_id)
             for v in store.latest_accepted_all(contract, partitions)}
 
 
@@ -190,8 +190,8 @@ def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersio
             record[name], raw[name] = trial.record[name], trial.raw[name]
     if not back:
         return extraction, used, {}
-    return Extraction(record=record, raw=raw, problems=tuple(p for p in extraction.problems if p.field not in back)), \
-        {**used, **back}, dict(sorted(back.items()))
+    problems = tuple(p for p in extraction.problems if p.field not in back)
+    return Extraction(record=record, raw=raw, problems=problems), {**used, **back}, dict(sorted(back.items()))
 
 
 def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Validated:

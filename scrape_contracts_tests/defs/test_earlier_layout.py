@@ -36,8 +36,9 @@ def test_back_to_the_contract_layout_after_a_heal(sqlite_harness: Harness, site,
 
 
 def _third_layout(price: str) -> str:
-    """A third design: itemprop anchors only, neither the contract's ids nor the second design's data-field."""
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>Dune</title></head><body><main itemscope>"
+    """A third design: itemprop anchors only (not the contract's ids, not the second design's data-field)."""
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>Dune</title></head><body>"
+            "<main itemscope>"
             "<h1 class='t-xl' itemprop='name'>Dune</h1><p>SKU: <span itemprop='sku'>BK-1</span></p>"
             f"<p class='buy-row'>Price: <span class='amount' itemprop='price'>{price}</span></p></main>"
             "<aside class='related'><h3>You may also like</h3><span class='price'>$7.99</span></aside>"

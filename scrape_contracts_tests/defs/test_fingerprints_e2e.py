@@ -44,7 +44,8 @@ def test_heal_from_fingerprints_after_the_page_is_gone(sqlite_harness: Harness, 
     assert {c["evidence"]["from"] for c in healed.changes.values()} == {"fingerprint"}
     # and the healed record has fingerprints of its own
     second = harness.store.latest_accepted("shop", "p1")
-    assert set(SqlFingerprintStore(harness.store.engine).load(second.candidate_id)) == {"title", "sku", "price"}
+    stored = SqlFingerprintStore(harness.store.engine).load(second.candidate_id)
+    assert set(stored) == {"title", "sku", "price"}
 
 
 def test_no_page_and_no_fingerprints_refuses_with_the_reason(sqlite_harness: Harness, site) -> None:

@@ -1,5 +1,5 @@
-"""retention_job on a real instance: it prunes exactly the raw pages and fingerprints the policy does not keep,
-and healing still works from the fingerprints once every page is gone."""
+"""retention_job on a real instance: it prunes exactly the raw pages and fingerprints the policy does not
+keep, and healing still works from the fingerprints once every page is gone."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from scrape_contracts_tests.conftest import Harness, product_page
 
 def _retention(harness: Harness, **config: Any) -> dict[str, Any]:
     job = harness.definitions().resolve_job_def(RETENTION_JOB)
-    result = job.execute_in_process(run_config={"ops": {"prune_raw_pages": {"config": {"grace_s": 0, **config}}}},
-                                    instance=harness.instance)
+    run_config = {"ops": {"prune_raw_pages": {"config": {"grace_s": 0, **config}}}}
+    result = job.execute_in_process(run_config=run_config, instance=harness.instance)
     assert result.success
     return result.output_for_node("prune_raw_pages")
 
@@ -41,7 +41,8 @@ def test_retention_keeps_what_the_policy_says(sqlite_harness: Harness, site) -> 
     p1_new = store.latest_accepted("shop", "p1").page_sha256
     assert scrape("p2", product_page("Book 1", "BK-1", "$100.00"))[0] == "valid"
     p2_accepted = store.latest_accepted("shop", "p2").page_sha256
-    outcome, p2_quarantined = scrape("p2", product_page("Book 1", "BK-1", "$500.00"))  # beyond the change limit
+    # beyond the change limit
+    outcome, p2_quarantined = scrape("p2", product_page("Book 1", "BK-1", "$500.00"))
     assert outcome == "review_required"
     assert scrape("p3", product_page("Book 2", "BK-2", "$100.00"))[0] == "valid"
     p3_accepted = store.latest_accepted("shop", "p3").page_sha256

@@ -23,7 +23,8 @@ def _both() -> tuple[list[tuple], list[tuple]]:
     page, stored = [], []
     for case in SUITE:
         # stored as the project store stores them: JSON, read back
-        raw = {n: json.loads(json.dumps(m.to_json())) for n, m in remember(case.before_html, case.fields).items()}
+        kept = remember(case.before_html, case.fields)
+        raw = {n: json.loads(json.dumps(m.to_json())) for n, m in kept.items()}
         memories = {n: FieldMemory.from_json(m) for n, m in raw.items()}
         from_page = heal(case.before_html, case.after_html, case.fields)
         from_memory = heal(None, case.after_html, case.fields, memories=memories)
@@ -44,7 +45,8 @@ def test_a_memory_survives_json() -> None:
 
 def test_from_fingerprints_never_wrong_and_close_to_the_page() -> None:
     page, stored = _both()
-    wrong = [(c.case_id, n, e, v) for c, n, e, v in stored if v is not None and (e == REFUSE or not _same(v, e))]
+    wrong = [(c.case_id, n, e, v) for c, n, e, v in stored
+             if v is not None and (e == REFUSE or not _same(v, e))]
     assert wrong == []
     removed = [v for c, n, e, v in stored if c.change in REMOVAL_KINDS and n in c.targeted]
     assert removed and all(v is None for v in removed)

@@ -12,7 +12,9 @@ SUITE = build_cases(seeds=range(2), changes=NEW_CHANGE_KINDS)
 
 
 def _same(a, b) -> bool:
-    return abs(a - b) < 1e-9 if isinstance(a, float) and isinstance(b, (int, float)) else type(a) is type(b) and a == b
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return abs(a - b) < 1e-9
+    return type(a) is type(b) and a == b
 
 
 def test_every_kind_is_generated_for_several_page_kinds() -> None:
@@ -20,9 +22,11 @@ def test_every_kind_is_generated_for_several_page_kinds() -> None:
     assert set(Counter(case.change for case in SUITE)) == set(NEW_CHANGE_KINDS)
     for change in NEW_CHANGE_KINDS:
         assert len({case.kind for case in wider if case.change == change}) >= 3, change
-    typed = {spec["type"] for case in SUITE if case.change == "dates_and_links" for spec in case.fields.values()}
+    typed = {spec["type"] for case in SUITE if case.change == "dates_and_links"
+             for spec in case.fields.values()}
     assert {"date", "url"} <= typed
-    assert any(case.removed(name) for case in SUITE if case.change == "jsonld_redesign" for name in case.fields)
+    assert any(case.removed(name) for case in SUITE if case.change == "jsonld_redesign"
+               for name in case.fields)
 
 
 def test_never_wrong_removed_refused_and_mostly_right() -> None:

@@ -103,9 +103,9 @@ def remember(html: str, fields: Mapping[str, HealSpec | Mapping[str, Any]], *,
     out: dict[str, FieldMemory] = {}
     for name, given in fields.items():
         try:
-            out.update(remember_fields(html, {name: _spec(name, given)}, policy, page))
+            out.update(remember_fields(page, {name: _spec(name, given)}))
         except (SelectorError, etree.XPathError, LimitExceeded, RecursionError):
-            continue
+            continue  # that field heals from the page while it is kept, else refuses
     return out
 
 

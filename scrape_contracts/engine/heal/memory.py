@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from lxml import etree
@@ -108,7 +108,8 @@ class Recall(Protocol):
 class PageRecall:
     """The old page itself: exact answers."""
 
-    def __init__(self, page: Page, targets: Sequence[etree._Element], aliases: Sequence[etree._Element]) -> None:
+    def __init__(self, page: Page, targets: Sequence[etree._Element],
+                 aliases: Sequence[etree._Element]) -> None:
         self.page = page
         self.targets = tuple(targets)
         self.own = (*targets, *aliases)
@@ -170,13 +171,9 @@ def memory_of(page: Page, spec: HealSpec, *, full: bool = True
     if not full:
         return memory, target_els, alias_els
     own = (*target_els, *alias_els)
-    return (
-        FieldMemory(
-            **{**memory.__dict__, "foreign": _foreign(page, own), "twins": _twins(page, spec, target_fps, own, target_raw)}
-        ),
-        target_els,
-        alias_els,
-    )
+    full_memory = replace(memory, foreign=_foreign(page, own),
+                          twins=_twins(page, spec, target_fps, own, target_raw))
+    return full_memory, target_els, alias_els
 
 
 def _branch(own: Sequence[etree._Element]) -> set[etree._Element]:
@@ -212,11 +209,13 @@ def _twins(page: Page, spec: HealSpec, targets: Sequence[Fingerprint], own: Sequ
         return ()
     target = targets[0]
     branch = _branch(own)
-    longest = page.policy.max_numeric_text if spec.numeric and spec.pattern is None else page.policy.max_string_text
+    numeric_text = spec.numeric and spec.pattern is None
+    longest = page.policy.max_numeric_text if numeric_text else page.policy.max_string_text
     by_family, by_class = _twin_index(page)
     seen: set[etree._Element] = set()
     pool = []
-    for el, text in (*by_family.get(target.family, ()), *(x for c in target.classes for x in by_class.get(c, ()))):
+    alike_class = (x for c in target.classes for x in by_class.get(c, ()))
+    for el, text in (*by_family.get(target.family, ()), *alike_class):
         if el in seen or el in branch or len(text) > longest or spec.numeric and not DIGIT.search(text):
             continue
         seen.add(el)
@@ -248,10 +247,8 @@ def _twin_index(page: Page) -> tuple[dict[str, list], dict[str, list]]:
     return page.memo["twins"]
 
 
-def remember(html: str, fields: Mapping[str, HealSpec], policy: HealPolicy, page: Page | None = None
-             ) -> dict[str, FieldMemory]:
+def remember(page: Page, fields: Mapping[str, HealSpec]) -> dict[str, FieldMemory]:
     """Each field's memory on an accepted page (fields whose old element is not found are left out)."""
-    page = page or Page(html, policy=policy)
     out: dict[str, FieldMemory] = {}
     for name, spec in fields.items():
         element_sel, _ = split_selector(spec.selector)

@@ -221,7 +221,8 @@ def make_change(
         return before, Change(after, data, prefs)
     if change == "moved_value_changed":
         before, inner = make_change("moved_section", rng, kind, data, before)
-        return before, replace(inner, after_data=_change_values(rng, kind, data, [f.name for f in kind.fields]))
+        names = [f.name for f in kind.fields]
+        return before, replace(inner, after_data=_change_values(rng, kind, data, names))
     if change == "translated_labels":
         before = replace(before, labels=0, hero_labels=True, facts=rng.choice(("dl", "table", "ul", "divs")))
         after = replace(before, lang=rng.choice(("de", "fr", "es")))
@@ -229,8 +230,8 @@ def make_change(
             after = replace(after, naming="hashed", salt=before.salt + "t")
         if rng.random() < 0.25:
             name = rng.choice([f.name for f in kind.fields if f.role != "title"])
-            return before, Change(after, data, ("label", "positional", "class"), Mods(removed=frozenset({name})),
-                                  (name,))
+            removed = Mods(removed=frozenset({name}))
+            return before, Change(after, data, ("label", "positional", "class"), removed, (name,))
         return before, Change(after, data, ("label", "positional", "class"))
     if change == "layout_reverted":
         # the site went A -> B (the selectors were healed on B) -> A again: B is the last good page, A's

@@ -66,6 +66,19 @@ def _positive_float(name: str, default: float) -> float:
     return value
 
 
+def retention_days() -> float:
+    """Raw pages of accepted and quarantined versions are kept this many days (``retention_job``)."""
+    return _positive_float("SCRAPE_CONTRACTS_RETENTION_DAYS", 30.0)
+
+
+def retention_keep_last() -> bool:
+    """Keep each target's newest accepted page whatever its age (``SCRAPE_CONTRACTS_RETENTION_KEEP_LAST``)."""
+    raw = (os.environ.get("SCRAPE_CONTRACTS_RETENTION_KEEP_LAST") or "true").strip().lower()
+    if raw not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError(f"SCRAPE_CONTRACTS_RETENTION_KEEP_LAST={raw!r} must be true or false")
+    return raw in ("true", "1", "yes")
+
+
 def metadata_max_chars() -> int:
     """Longest string kept in Dagster event metadata (``SCRAPE_CONTRACTS_METADATA_MAX_CHARS``)."""
     return _positive_int("SCRAPE_CONTRACTS_METADATA_MAX_CHARS", 2000)

@@ -24,7 +24,12 @@ class ArtifactStore:
         sha = hashlib.sha256(data).hexdigest()
         path = self._path(sha)
         if path.exists():
-            return sha
+            # fetched again: fresh for ``prune``'s grace period, so a run storing it now never loses it
+            try:
+                os.utime(path)
+                return sha
+            except FileNotFoundError:
+                pass  # pruned just now: write it again
         path.parent.mkdir(parents=True, exist_ok=True)
         # write-then-rename: a crash never leaves a truncated page under a valid name
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -48,11 +53,22 @@ class ArtifactStore:
     def exists(self, sha256: str) -> bool:
         return self._path(sha256).exists()
 
-    def prune(self, keep: set[str]) -> int:
-        """Delete every page not in ``keep`` (the last accepted page per partition and quarantined ones)."""
+    def prune(self, keep: set[str], older_than: float | None = None) -> int:
+        """Delete every page not in ``keep`` whose file was last written (or fetched again) before
+        ``older_than`` (a POSIX time; None: whatever its age). Which pages to keep is the retention
+        policy's (``service/retention.py``); the age guard spares pages of runs still in flight."""
         removed = 0
         for path in self.root.glob("*/*.html.gz"):
-            if path.name.removesuffix(".html.gz") not in keep:
-                path.unlink(missing_ok=True)
-                removed += 1
+            if path.name.removesuffix(".html.gz") in keep:
+                continue
+            try:
+                if older_than is not None and path.stat().st_mtime >= older_than:
+                    continue
+                path.unlink()
+            except FileNotFoundError:
+                continue  # another pruner got there first
+            removed += 1
         return removed
+
+    def count(self) -> int:
+        return sum(1 for _ in self.root.glob("*/*.html.gz"))

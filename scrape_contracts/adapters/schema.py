@@ -248,3 +248,16 @@ api_idempotency = sa.Table(
     sa.Column("token_id", sa.String(32), nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+# Per field of a candidate that could become accepted data, the fingerprint of the element its value came
+# from (``engine.heal.FieldMemory`` as JSON): healing reads it when the old raw page has been pruned.
+fingerprints = sa.Table(
+    "sc_fingerprints", metadata,
+    sa.Column("candidate_id", sa.Integer, sa.ForeignKey("sc_candidates.id"), primary_key=True),
+    sa.Column("field", sa.String(128), primary_key=True),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("fingerprint", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_sc_fingerprints_partition", "contract", "partition", "candidate_id"),
+)

@@ -69,6 +69,8 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
     from scrape_contracts.defs.freshness import build_freshness_check, build_freshness_defs
     from scrape_contracts.defs.health import build_health_asset, health_schedule
 
+    from scrape_contracts.defs.retention import retention_job, retention_schedule
+
     assets.append(build_health_asset(result))
     schedules.append(health_schedule)
     checks += [check for check in map(build_freshness_check, result.contracts) if check is not None]
@@ -76,7 +78,8 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
     sensors += freshness_sensors
     extra_jobs += freshness_jobs
     return dg.Definitions(
-        assets=assets, asset_checks=checks, jobs=jobs + extra_jobs, schedules=schedules, sensors=sensors,
+        assets=assets, asset_checks=checks, jobs=jobs + extra_jobs + [retention_job],
+        schedules=schedules + [retention_schedule], sensors=sensors,
         resources={**default_resources(), **(resources or {})},
         # every job without its own executor, including the implicit __ASSET_JOB the UI's Materialize runs:
         # a scrape is small, and a subprocess per step costs seconds (18 s instead of 1 s for one target)

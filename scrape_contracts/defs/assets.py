@@ -140,7 +140,8 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         selectors = store.get().current_selectors(name, contract.selectors())
         html = None if scrape.shortcut_holds(loaded, fetched, selectors) else \
             scrape.page_html(fetched, None, artifacts.get())
-        return scrape.extract(loaded, fetched, selectors, html, emitter(context, name))
+        earlier = scrape.earlier_selectors(store.get().selector_history(name)) if html else {}
+        return scrape.extract(loaded, fetched, selectors, html, emitter(context, name), earlier)
 
     @dg.op(name=f"{name}_validate", tags=op_tags)
     def validate(context: dg.OpExecutionContext, extracted: Extracted) -> Validated:

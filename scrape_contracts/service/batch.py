@@ -125,6 +125,7 @@ class _Share:
     max_connections: int
     force: bool = False  # no validators, no unchanged shortcut: every page fetched and extracted again
     stored_pages: dict[str, str] | None = None  # re-extraction: partition → sha256 of its last fetched page
+    earlier: dict[str, tuple[str, ...]] = field(default_factory=dict)  # selectors of earlier versions
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,7 @@ class _Worker:
             # an unchanged page costs nothing more, unless the contract or the selectors changed since
             html = None if scrape.shortcut_holds(self.loaded, fetched, selectors) else \
                 scrape.page_html(fetched, page.html, self.artifacts)
-            out = scrape.process_page(self.loaded, fetched, html, selectors, story)
+            out = scrape.process_page(self.loaded, fetched, html, selectors, story, self.share.earlier)
             return _Item(target, tuple(story.events), out)
         except Exception as exc:  # noqa: BLE001
             return _failure(self.loaded.contract.name, target, exc)
@@ -368,6 +369,7 @@ class BatchRunner:
         previous = scrape.previous_all(self.store, self.contract.name, names)
         states = self.store.states(self.contract.name)
         pages = self.store.last_pages(self.contract.name, names) if self.reextract else None
+        earlier = scrape.earlier_selectors(self.store.selector_history(self.contract.name))
         # never more workers than requests allowed per host: each worker gets a whole share of the politeness
         count = max(1, min(self.settings.parse_workers, self.settings.per_host, len(targets) or 1))
         in_threads = self.settings.parse_workers <= 0
@@ -389,7 +391,7 @@ class BatchRunner:
                             for t in mine if t.partition in states},
                            self._selectors, per_host, connections, self.force,
                            {t.partition: pages[t.partition] for t in mine if t.partition in pages}
-                           if pages is not None else None)
+                           if pages is not None else None, earlier)
             if preforked is not None:
                 preforked.shares[index].send(share)
                 workers.append(preforked.processes[index])
@@ -453,7 +455,8 @@ class BatchRunner:
         if validated.extracted.selector_version != current.version and validated.fetched.page_sha256:
             # another target of this batch healed meanwhile: try its selectors before healing again
             html = self.artifacts.get(validated.fetched.page_sha256)
-            out = scrape.process_page(self.loaded, validated.fetched, html, current, story)
+            earlier = scrape.earlier_selectors(self.store.selector_history(self.contract.name))
+            out = scrape.process_page(self.loaded, validated.fetched, html, current, story, earlier)
             if isinstance(out, ScrapeResult):
                 return _Item(item.target, tuple(story.events), out)
             validated = out

@@ -14,7 +14,7 @@ from scrape_contracts.adapters.store import (
 )
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
-from scrape_contracts.service import scrape
+from scrape_contracts.service import fingerprints, scrape
 from scrape_contracts.service.records import Recorded, ScrapeResult
 
 
@@ -51,6 +51,7 @@ def _new_candidate(result: ScrapeResult, run_id: str, *, accept: bool) -> NewCan
 def store_candidate(store: ProjectStore, result: ScrapeResult, run_id: str) -> Recorded:
     """Single-target path: store the candidate; quarantine or reject it now, accept later (``accept``)."""
     (row,) = store.record_candidates([_new_candidate(result, run_id, accept=False)])
+    fingerprints.save(store, [(result, Recorded(row.candidate_id, result.outcome, row.status))])
     return Recorded(row.candidate_id, result.outcome, row.status, row.accepted_version,
                     quarantine_reason(result) if row.status == CandidateStatus.QUARANTINED else None)
 
@@ -76,7 +77,9 @@ def record_results(store: ProjectStore, results: Sequence[ScrapeResult], run_id:
                 final[index] = (result, Recorded(row.candidate_id, result.outcome, row.status, row.accepted_version,
                                                  reason))
         if not retry:
-            return [final[i] for i in range(len(results))]
+            done = [final[i] for i in range(len(results))]
+            fingerprints.save(store, done)
+            return done
         pending = retry
     raise StoreError(f"could not record {len(pending)} candidate(s): other runs kept accepting newer versions")
 

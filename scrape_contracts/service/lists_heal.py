@@ -119,9 +119,9 @@ def _heal_selectors(loaded: LoadedContract, old: dict[str, str], known: list[dic
     key, before_item, after_item = pair
     record = next(r for r in known if r[RECORD_KEY] == key)
     from scrape_contracts.engine.heal import heal as heal_fields
-    from scrape_contracts.service.scrape import _heal_spec
+    from scrape_contracts.service.scrape import heal_spec
 
-    specs = {name: _heal_spec(name, contract.fields[name], old[name], record.get(name)) for name in broken}
+    specs = {name: heal_spec(name, contract.fields[name], old[name], record.get(name)) for name in broken}
     found = heal_fields(before_item, after_item, specs, limits=limits, page_url=page_url)
     for name, result in found.items():
         evidence[name] = {"value": result.value, "selector": result.selector, "old_selector": old[name],

@@ -81,6 +81,7 @@ class Previous:
     # what it was extracted under: the unchanged shortcut holds only while both are the same
     selector_version: int | None = None
     contract_fingerprint: str | None = None
+    candidate_id: int | None = None  # its stored element fingerprints are this candidate's
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,9 @@ class ScrapeResult:
     contract_fingerprint: str | None = None
     # a list target (records:): counts of the set and its diff by record key (service/lists.py)
     summary: dict[str, Any] | None = None
+    # field -> fingerprint (engine.heal.FieldMemory as JSON) of the element each value came from, stored
+    # with the candidate so a heal against this record works after its page is pruned
+    fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def page_sha256(self) -> str | None:

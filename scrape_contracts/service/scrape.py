@@ -22,7 +22,7 @@ from scrape_contracts.engine.lists import is_set
 from scrape_contracts.engine.outcome import Outcome, decide_outcome
 from scrape_contracts.engine.rendering import browser_hint
 from scrape_contracts.engine.validate import CHANGE_CHECK, REQUIRED_CHECK, validate_rules, validate_schema
-from scrape_contracts.service import lists, lists_heal
+from scrape_contracts.service import fingerprints, lists, lists_heal
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
 )
@@ -61,7 +61,8 @@ def previous_of(store: ProjectStore, contract: str, partition: str) -> Previous 
 def previous_all(store: ProjectStore, contract: str, partitions: list[str]) -> dict[str, Previous]:
     """The last accepted version of each target, with what it was extracted under (one read each)."""
     basis = store.accepted_basis(contract, partitions)
-    return {v.partition: Previous(dict(v.record), v.version, v.page_sha256, *basis.get(v.partition, (None, None)))
+    return {v.partition: Previous(dict(v.record), v.version, v.page_sha256,
+                                  *basis.get(v.partition, (None, None)), candidate_id=v.candidate_id)
             for v in store.latest_accepted_all(contract, partitions)}
 
 
@@ -114,8 +115,21 @@ def observe_page(loaded: LoadedContract, partition: str, url: str, page: Any, pr
     )
 
 
+def earlier_selectors(history: list[SelectorVersion]) -> dict[str, tuple[str, ...]]:
+    """field → the selectors of earlier selector versions, newest first (the current one left out)."""
+    if not history:
+        return {}
+    current = history[-1].selectors
+    out: dict[str, tuple[str, ...]] = {}
+    for version in reversed(history[:-1]):
+        for name, selector in version.selectors.items():
+            if selector and selector != current.get(name) and selector not in out.get(name, ()):
+                out[name] = (*out.get(name, ()), selector)
+    return out
+
+
 def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion, html: str | None,
-            emit: Emit) -> Extracted:
+            emit: Emit, earlier: dict[str, tuple[str, ...]] | None = None) -> Extracted:
     """Apply the selector version in force; an unchanged page reuses the last accepted record."""
     if shortcut_holds(loaded, fetched, selectors):
         emit(Stage.EXTRACTED, {"skipped": "page unchanged since the last accepted version",
@@ -129,7 +143,8 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
         return lists.extract(loaded, fetched, selectors, html, emit)
     extraction = extract_record(html, loaded.contract.fields, selectors.selectors,
                                 limits=settings.engine_limits(), page_url=fetched.final_url)
-    extraction, used, fallback = _earlier_layout(loaded, html, selectors, extraction, fetched.final_url)
+    extraction, used, fallback = _earlier_layout(loaded, html, selectors, extraction, fetched.final_url,
+                                                 earlier or {})
     hint = None
     if loaded.contract.fetch.adapter != "browser":
         hint = browser_hint(html, extraction.problems, list(loaded.contract.fields))
@@ -141,27 +156,42 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
 
 
 def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersion, extraction: Extraction,
-                    page_url: str) -> tuple[Extraction, dict[str, str], dict[str, str]]:
-    """(extraction, selectors used, fields taken with the contract's own selector).
+                    page_url: str, earlier: dict[str, tuple[str, ...]]
+                    ) -> tuple[Extraction, dict[str, str], dict[str, str]]:
+    """(extraction, selectors used, fields taken with an earlier selector).
 
-    A site can go back to the layout the contract was written for (a redesign rolled back, an A/B test):
-    a healed selector then finds nothing where the contract's selector still does. That selector is tried
-    for each such field before anything is healed, so going back costs no heal and no healing budget.
+    A site can go back to a layout it had before (a redesign rolled back, an A/B test): a healed selector
+    then finds nothing where an earlier one still does. The contract's own selector, then those of earlier
+    selector versions (``earlier``, newest first) are tried for each such field before anything is healed,
+    so going back costs no heal and no healing budget. What they read is validated like any extraction.
     """
     own = selectors.contract_selectors
     used = dict(selectors.selectors)
-    failing = {p.field for p in extraction.problems if own.get(p.field) and own[p.field] != used.get(p.field)}
-    if not failing:
+    failing = {p.field for p in extraction.problems}
+    tries: dict[str, list[str]] = {}
+    for name in failing:
+        line = [own[name]] if own.get(name) and own[name] != used.get(name) else []
+        line += [sel for sel in earlier.get(name, ()) if sel not in line and sel != used.get(name)]
+        if line:
+            tries[name] = line
+    if not tries:
         return extraction, used, {}
     fields = loaded.contract.fields
-    trial = extract_record(html, {n: fields[n] for n in failing}, {n: own[n] for n in failing},
-                           limits=settings.engine_limits(), page_url=page_url)
-    back = {n: own[n] for n in sorted(failing - trial.problem_fields())}
+    back: dict[str, str] = {}
+    record, raw = dict(extraction.record), dict(extraction.raw)
+    for depth in range(max(len(line) for line in tries.values())):
+        round_ = {n: line[depth] for n, line in tries.items() if n not in back and depth < len(line)}
+        if not round_:
+            break
+        trial = extract_record(html, {n: fields[n] for n in round_}, round_,
+                               limits=settings.engine_limits(), page_url=page_url)
+        for name in sorted(set(round_) - trial.problem_fields()):
+            back[name] = round_[name]
+            record[name], raw[name] = trial.record[name], trial.raw[name]
     if not back:
         return extraction, used, {}
-    return Extraction(record={**extraction.record, **{n: trial.record[n] for n in back}},
-                      raw={**extraction.raw, **{n: trial.raw[n] for n in back}},
-                      problems=tuple(p for p in extraction.problems if p.field not in back)), {**used, **back}, back
+    problems = tuple(p for p in extraction.problems if p.field not in back)
+    return Extraction(record=record, raw=raw, problems=problems), {**used, **back}, dict(sorted(back.items()))
 
 
 def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Validated:
@@ -248,20 +278,27 @@ def heal_and_decide(loaded: LoadedContract, validated: Validated, run_id: str, a
         validated, report = lists_heal.heal(loaded, validated, run_id, artifacts, store, emit)
     elif needs_healing(loaded, validated):
         validated, report = _heal(loaded, validated, run_id, artifacts, store, emit)
-    return decide(loaded, validated, report, emit)
+    result = decide(loaded, validated, report, emit)
+    extracted = validated.extracted
+    if result.outcome in fingerprints.KEPT_OUTCOMES and not extracted.reused and result.page_sha256:
+        result = fingerprints.with_fingerprints(loaded, result, extracted.selectors,
+                                                artifacts.get(result.page_sha256), extracted.reused)
+    return result
 
 
 def process_page(loaded: LoadedContract, fetched: Fetched, html: str | None, selectors: SelectorVersion,
-                 emit: Emit) -> ScrapeResult | Validated:
+                 emit: Emit, earlier: dict[str, tuple[str, ...]] | None = None) -> ScrapeResult | Validated:
     """The pure part of a scrape: extract, validate and, when nothing needs healing, decide.
 
     Returns the ``Validated`` record instead when a heal is due: healing reads and writes the store, so the
     caller does it.
     """
-    validated = validate(loaded, extract(loaded, fetched, selectors, html, emit), emit)
+    validated = validate(loaded, extract(loaded, fetched, selectors, html, emit, earlier), emit)
     if needs_healing(loaded, validated):
         return validated
-    return decide(loaded, validated, HealReport(), emit)
+    result = decide(loaded, validated, HealReport(), emit)
+    extracted = validated.extracted
+    return fingerprints.with_fingerprints(loaded, result, extracted.selectors, html, extracted.reused)
 
 
 def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,
@@ -279,17 +316,21 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
         _pause_exhausted(store, contract.name, partition, reason, emit)
         return validated, HealReport(attempted=True, fields=triggers, reason=reason)
     before_html = artifacts.get(previous.page_sha256) if previous and previous.page_sha256 else None
-    if previous is None or before_html is None:
-        reason = "no last accepted page to heal from (the first scrape of a target cannot be healed)"
+    # the page may have been pruned (see retention): then the fingerprints stored at acceptance stand in
+    memories = fingerprints.memories_of(store, previous.candidate_id) if previous and not before_html else {}
+    if previous is None or (before_html is None and not memories):
+        reason = ("no last accepted page to heal from (the first scrape of a target cannot be healed)"
+                  if previous is None else "the last accepted page was pruned and no fingerprints of its "
+                  "fields are stored")
         emit(Stage.HEALING_REFUSED, {"fields": list(triggers), "reason": reason})
         return validated, HealReport(attempted=True, fields=triggers, reason=reason)
     after_html = (artifacts.get(fetched.page_sha256) if fetched.page_sha256 else None) or ""
-    specs = {name: _heal_spec(name, contract.fields[name], extracted.selectors[name],
+    specs = {name: heal_spec(name, contract.fields[name], extracted.selectors[name],
                               previous.record.get(name))
              for name in triggers}
     started = time.perf_counter()
     results = heal(before_html, after_html, specs, limits=settings.engine_limits(),
-                   page_url=fetched.final_url)
+                   page_url=fetched.final_url, memories=memories)
     evidence = {name: {"value": r.value, "selector": r.selector, "old_selector": extracted.selectors[name],
                        "confidence": round(r.confidence, 3), "evidence": r.evidence}
                 for name, r in results.items()}
@@ -319,7 +360,7 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
                                     selector_version=version.version, seconds=seconds)
 
 
-def _heal_spec(name: str, field: FieldSpec, selector: str, before: Any) -> HealSpec:
+def heal_spec(name: str, field: FieldSpec, selector: str, before: Any) -> HealSpec:
     """What the healer is told about one field: its broken selector, last accepted value, type and rules."""
     from scrape_contracts.engine.heal import HealSpec
 

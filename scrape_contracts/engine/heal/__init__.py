@@ -34,6 +34,8 @@ from typing import Any
 from lxml import etree
 
 from scrape_contracts.engine.heal.decision import heal_field
+from scrape_contracts.engine.heal.memory import FieldMemory
+from scrape_contracts.engine.heal.memory import remember as remember_fields
 from scrape_contracts.engine.heal.names import is_unstable_token
 from scrape_contracts.engine.heal.page import Deadline, Page
 from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
@@ -46,19 +48,23 @@ MIN_SCORE = DEFAULT_POLICY.min_score
 MIN_MARGIN = DEFAULT_POLICY.min_margin
 
 
-def heal(before_html: str, after_html: str, fields: Mapping[str, HealSpec | Mapping[str, Any]], *,
+def heal(before_html: str | None, after_html: str, fields: Mapping[str, HealSpec | Mapping[str, Any]], *,
          limits: Limits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic,
-         policy: HealPolicy = DEFAULT_POLICY, page_url: str | None = None) -> dict[str, HealResult]:
+         policy: HealPolicy = DEFAULT_POLICY, page_url: str | None = None,
+         memories: Mapping[str, FieldMemory] | None = None) -> dict[str, HealResult]:
     """Heal each field of ``fields`` (name -> ``HealSpec``, or a mapping ``HealSpec.from_mapping`` reads:
     ``{"selector", "before", "type", ...}``) against the new page. ``page_url`` is the target's URL: ``url``
     fields resolve relative links against it (or a page's ``<base href>``).
+
+    ``before_html`` is the last good page; when it is gone (None), each field heals from its stored
+    ``memories`` entry (``remember`` made it at acceptance), and a field with neither is refused.
 
     A limit hit refuses, like any other refusal: a page over ``heal_max_elements`` every field, running
     past ``heal_timeout_s`` the field being healed and those after it, a slow pattern or a costly
     selector of the contract that field."""
     deadline = Deadline(clock, limits.heal_timeout_s)
     try:
-        before = Page(before_html, limits, deadline, policy, page_url)
+        before = Page(before_html, limits, deadline, policy, page_url) if before_html else None
         after = Page(after_html, limits, deadline, policy, page_url)
     except LimitExceeded as exc:
         return {name: refusal(RefusalReason.LIMIT_EXCEEDED, str(exc), 0, limit=exc.limit, setting=exc.setting)
@@ -66,8 +72,13 @@ def heal(before_html: str, after_html: str, fields: Mapping[str, HealSpec | Mapp
     results: dict[str, HealResult] = {}
     for name, given in fields.items():
         spec = _spec(name, given)
+        source = before if before is not None else (memories or {}).get(name)
+        if source is None:
+            results[name] = refusal(RefusalReason.NO_LAST_GOOD, "neither the last good page nor a stored "
+                                    "fingerprint of this field is left to heal from", 0)
+            continue
         try:
-            results[name] = heal_field(before, after, spec, policy)
+            results[name] = heal_field(source, after, spec, policy)
         except (SelectorError, etree.XPathError) as exc:
             results[name] = refusal(RefusalReason.INVALID_SELECTOR, str(exc), 0)
         except LimitExceeded as exc:
@@ -79,6 +90,25 @@ def heal(before_html: str, after_html: str, fields: Mapping[str, HealSpec | Mapp
     return results
 
 
+def remember(html: str, fields: Mapping[str, HealSpec | Mapping[str, Any]], *,
+             limits: Limits = DEFAULT_LIMITS, policy: HealPolicy = DEFAULT_POLICY,
+             page_url: str | None = None) -> dict[str, FieldMemory]:
+    """Each field's ``FieldMemory`` on an accepted page: what ``heal`` needs once the page is deleted.
+    ``fields`` as for ``heal``, with the selector the value was extracted with and the accepted value.
+    Fields whose element is not found, and any field when the page breaks a limit, are left out."""
+    try:
+        page = Page(html, limits, Deadline(time.monotonic, limits.heal_timeout_s), policy, page_url)
+    except LimitExceeded:
+        return {}
+    out: dict[str, FieldMemory] = {}
+    for name, given in fields.items():
+        try:
+            out.update(remember_fields(page, {name: _spec(name, given)}))
+        except (SelectorError, etree.XPathError, LimitExceeded, RecursionError):
+            continue  # that field heals from the page while it is kept, else refuses
+    return out
+
+
 def _spec(name: str, given: HealSpec | Mapping[str, Any]) -> HealSpec:
     if isinstance(given, HealSpec):
         return given if given.name == name else replace(given, name=name)
@@ -88,6 +118,7 @@ def _spec(name: str, given: HealSpec | Mapping[str, Any]) -> HealSpec:
 __all__ = [
     "HEALED",
     "DEFAULT_POLICY",
+    "FieldMemory",
     "HealPolicy",
     "HealResult",
     "HealSpec",
@@ -95,5 +126,6 @@ __all__ = [
     "MIN_SCORE",
     "RefusalReason",
     "heal",
+    "remember",
     "is_unstable_token",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,15 +28,22 @@ if TYPE_CHECKING:
     from scrape_contracts.engine.heal.fingerprint import Fingerprint
     from scrape_contracts.engine.heal.scoring import Part
 
+NON_DIGIT = re.compile(r"\D")
 CURRENCY_BESIDE = 4  # "$" or "EUR" in a sibling: the parent's text besides the value is this short
 
 
 def value_sources(
-    page: Page, spec: HealSpec, accept, old_raw: str = ""
+    page: Page, spec: HealSpec, accept, old_raw: str = "", *, equal: bool = False
 ) -> Iterator[tuple[etree._Element, str, str, Any]]:
-    """(element, source, raw text, typed value) for every place on the page that holds a valid value."""
+    """(element, source, raw text, typed value) for every place on the page that holds a valid value.
+    ``equal``: only places that may hold the last accepted value itself (a number's texts must contain its
+    digits), which spares parsing every number of the page to find one."""
     _, old_src = split_selector(spec.selector)
+    needle = _digits_of(spec.before) if equal and spec.numeric else None
+    if equal and spec.type == "string" and spec.pattern is None and not spec.normalise and spec.before:
+        needle = f"={spec.before}"  # a plain string field's value is its text: only that text can equal it
     key = (
+        needle,
         spec.type,
         spec.pattern,
         spec.normalise,
@@ -47,12 +55,19 @@ def value_sources(
         len(str(spec.before or "")),
     )
     if key not in page.scan_cache:
-        page.scan_cache[key] = list(_scan_values(page, spec, old_src, old_raw))
+        page.scan_cache[key] = list(_scan_values(page, spec, old_src, old_raw, needle))
     return ((el, src, raw, value) for el, src, raw, value in page.scan_cache[key] if accept(value))
 
 
+def _digits_of(value: Any) -> str | None:
+    """The digits of a number's whole part, which any text showing it contains ("1,299.00" for 1299.0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return str(int(abs(value)))
+
+
 def _scan_values(
-    page: Page, spec: HealSpec, old_src: str, old_raw: str
+    page: Page, spec: HealSpec, old_src: str, old_raw: str, needle: str | None = None
 ) -> Iterator[tuple[etree._Element, str, str, Any]]:
     old_attr = old_src[5:] if old_src.startswith("attr:") else None
     allowed_numbers = max(1, len(NUMBER_TOKEN.findall(old_raw)))
@@ -69,10 +84,15 @@ def _scan_values(
             for el in page.elements
             if el.get(old_attr) and (el not in page.hidden or el.tag == "meta")
         ]
+    exact = needle[1:] if needle is not None and needle.startswith("=") else None
     for el, src, raw in sites:
+        if exact is not None and raw.strip() != exact:
+            continue
         if spec.numeric:
             longest = policy.max_numeric_text if spec.pattern is None else max_string
             if len(raw) > longest or not DIGIT.search(raw):
+                continue
+            if needle is not None and needle not in raw and needle not in NON_DIGIT.sub("", raw):
                 continue
             if spec.pattern is None:
                 key = (raw, spec.type, allowed_numbers, allowed_words)

@@ -17,6 +17,7 @@ from scrape_contracts.engine.heal.candidates import Candidate
 from scrape_contracts.engine.heal.context import Context, build_context
 from scrape_contracts.engine.heal.decoys import DECOY_MESSAGES
 from scrape_contracts.engine.heal.fingerprint import fingerprint_of, similarity
+from scrape_contracts.engine.heal.memory import FieldMemory
 from scrape_contracts.engine.heal.page import Page, on_one_branch, split_selector
 from scrape_contracts.engine.heal.policy import HealPolicy
 from scrape_contracts.engine.heal.result import HEALED, HealResult, RefusalReason, refusal
@@ -50,8 +51,8 @@ STRATEGY_NAMES = {
 }
 
 
-def heal_field(before: Page, after: Page, spec: HealSpec, policy: HealPolicy) -> HealResult:
-    """Heal one field of ``before`` on ``after``, or refuse."""
+def heal_field(before: Page | FieldMemory, after: Page, spec: HealSpec, policy: HealPolicy) -> HealResult:
+    """Heal one field of ``before`` (the last good page, or its stored memory) on ``after``, or refuse."""
     if not spec.selector:
         return refusal(RefusalReason.INVALID_SELECTOR, "field has no selector", 0)
     ctx = build_context(before, after, spec, policy)
@@ -62,6 +63,7 @@ def heal_field(before: Page, after: Page, spec: HealSpec, policy: HealPolicy) ->
     found = shortlist(ctx)
     extra = {
         "located": ctx.located.value,
+        "from": "page" if isinstance(before, Page) else "fingerprint",
         "trigger": _trigger(ctx).value,
         "rejected_by_rules": found.rejected_by_rules,
         "decoys": len(found.decoys),
@@ -131,6 +133,10 @@ def _judge(ctx: Context, found: Shortlist, extra: dict[str, Any]) -> HealResult:
     support = best.parts[Part.FINGERPRINT] + best.parts[Part.ANCHOR] + best.parts[Part.LABEL]
     if spec.expected is not None:
         support += policy.min_support  # the contract pins the value: matching it is not a coincidence
+    if best.parts.get(Part.UNIQUE_VALUE) and best.parts.get(Part.JSONLD, 0.0) >= weights.jsonld:
+        # structured data names the field and agrees, and the page shows that value in one place only: a
+        # redesign that kept only its JSON-LD still says which visible value is the field
+        support += policy.structured_support
     if support < policy.min_support:
         detail = f"only the value matches (structure/anchor/label {support:.2f})"
         return _refused(_with_review(ctx, info, best, runner), RefusalReason.VALUE_ONLY, detail, weak)

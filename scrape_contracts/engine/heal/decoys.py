@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from lxml import etree
 
-from scrape_contracts.engine.heal.fingerprint import fingerprint_of, similarity
+from scrape_contracts.engine.heal.fingerprint import similarity
 from scrape_contracts.engine.heal.labels import clean_label, heading_of, label_of
 from scrape_contracts.engine.heal.page import on_one_branch
 from scrape_contracts.engine.heal.vocabulary import (
@@ -196,10 +196,8 @@ def distractor_score(ctx: Context, cand: Candidate, struct: float) -> float:
         return 0.0
     worst = 0.0
     scoring = ctx.policy.anchors
-    for other in ctx.before.by_text().get(cand.raw, ())[: scoring.distractor_twins]:
-        if any(on_one_branch(other, t) for t in (*ctx.target_elements, *ctx.alias_elements)):
-            continue
-        sim = similarity(cand.fp, fingerprint_of(ctx.before, other, "text"), ctx.policy.similarity)
+    for other in ctx.recall.twins(cand.raw, scoring.distractor_twins):
+        sim = similarity(cand.fp, other, ctx.policy.similarity)
         worst = max(worst, sim - struct)
     return max(0.0, worst - scoring.distractor_slack)
 
@@ -207,23 +205,16 @@ def distractor_score(ctx: Context, cand: Candidate, struct: float) -> float:
 def identity_conflict(ctx: Context, cand: Candidate) -> float:
     """1.0 when the candidate carries a strong name (id, data-testid, itemprop) that on the last good page
     belonged to another element than the field's; less for a class name; 0 otherwise. Wrappers holding the
-    same text count as the candidate (a data-testid on the inner div names the outer one's value too)."""
+    same text count as the candidate (a data-testid on the inner div names the outer one's value too).
+    A name on many elements (a shared "stars" class) says what kind of thing, not which one: not foreign."""
     scoring = ctx.policy.anchors
-    known = ctx.target_identity
-    index = ctx.before.identity_index()
-    own = (*ctx.target_elements, *ctx.alias_elements)
     names: set[str] = set()
     for node in _slot_chain(ctx.after, cand):
         names |= ctx.after.identity(node)
     worst = 0.0
-    for token in names - known:
-        others = index.get(token)
-        # a name on many elements (a shared "stars" class) says what kind of thing, not which one
-        if not others or len(others) > scoring.identity_shared:
-            continue
-        if any(on_one_branch(o, t) for o in others for t in own):
-            continue
-        worst = max(worst, scoring.identity_class if token.startswith("c:") else 1.0)
+    for token in names - ctx.target_identity:
+        if ctx.recall.foreign(token):
+            worst = max(worst, scoring.identity_class if token.startswith("c:") else 1.0)
     return worst
 
 

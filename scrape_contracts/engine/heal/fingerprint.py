@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
@@ -47,12 +47,33 @@ class Fingerprint:
     tag_rare: bool = False  # an h1/time/address that occurs once or twice: matching it means a lot
 
 
+def fingerprint_to_json(fp: Fingerprint) -> dict[str, Any]:
+    """A compact, JSON-serialisable form (short keys; sets sorted so equal fingerprints store equal)."""
+    return {
+        "t": fp.tag, "f": fp.family, "s": fp.src, "i": fp.id, "c": sorted(fp.classes),
+        "ct": sorted(fp.class_tokens), "a": sorted([a, v] for a, v in fp.sem), "n": sorted(fp.name_tokens),
+        "l": fp.label, "p": {k: round(v, 3) for k, v in sorted(fp.anc.items())}, "b": sorted(fp.sib),
+        "o": round(fp.pos, 4), "r": fp.tag_rare,
+    }
+
+
+def fingerprint_from_json(raw: Mapping[str, Any]) -> Fingerprint:
+    return Fingerprint(
+        tag=str(raw["t"]), family=str(raw["f"]), src=str(raw["s"]), id=raw.get("i"),
+        classes=frozenset(raw["c"]), class_tokens=frozenset(raw["ct"]),
+        sem=frozenset((str(a), str(v)) for a, v in raw["a"]), name_tokens=frozenset(raw["n"]),
+        label=str(raw["l"]), anc={str(k): float(v) for k, v in raw["p"].items()}, sib=frozenset(raw["b"]),
+        pos=float(raw["o"]), tag_rare=bool(raw["r"]),
+    )
+
+
 def fingerprint_of(page: Page, el: etree._Element, src: str) -> Fingerprint:
     """The fingerprint of ``el`` read as ``src`` ("text" or "attr:<name>"), cached on the page."""
     key = (el, src)
     if key not in page.fingerprints:
         page.fingerprints[key] = _fingerprint(page, el, src)
     return page.fingerprints[key]
+
 
 def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
     weights = page.policy.similarity

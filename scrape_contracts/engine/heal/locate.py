@@ -36,7 +36,8 @@ def locate_targets(page: Page, spec: HealSpec) -> tuple[list[tuple[etree._Elemen
         return good[:most], Located.OLD_SELECTOR
     # the old selector no longer describes the last good page: find the value itself
     found = innermost(
-        [(el, csrc) for el, csrc, _, _ in value_sources(page, spec, lambda v: same_value(v, spec.before))]
+        [(el, csrc) for el, csrc, _, _ in value_sources(page, spec, lambda v: same_value(v, spec.before),
+                                                        equal=True)]
     )
     if 0 < len(found) <= most:
         return found, Located.VALUE_SEARCH
@@ -52,7 +53,8 @@ def find_aliases(
     found = innermost(
         [
             (el, src)
-            for el, src, raw, _ in value_sources(page, spec, lambda v: same_value(v, spec.before), old_raw)
+            for el, src, raw, _ in value_sources(page, spec, lambda v: same_value(v, spec.before), old_raw,
+                                                 equal=True)
             if specificity(spec, raw, page.policy.value) >= page.policy.value.specific
         ]
     )

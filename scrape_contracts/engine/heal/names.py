@@ -4,6 +4,7 @@ ones (css-1x2y3z, sc-AxjAm, Button_root__3kX9a) that change with every build."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from lxml import etree
 
@@ -39,6 +40,12 @@ def _random_segment(segment: str) -> bool:
     return False
 
 
+# pure functions of strings, memoised across calls (the cache holds immutable answers only): the same class
+# names and attribute values recur on every page of a site and on both pages of a heal
+NAME_CACHE = 1 << 16
+
+
+@lru_cache(maxsize=NAME_CACHE)
 def is_unstable_token(token: str) -> bool:
     """True for generated names (css-1x2y3z, sc-AxjAm, jsx-123, Button_root__3kX9a, a8f3k2, uuid-like)."""
     if not token or len(token) > MAX_NAME_LENGTH:
@@ -74,6 +81,7 @@ def stable_id_of(el: etree._Element) -> str | None:
     return value
 
 
+@lru_cache(maxsize=NAME_CACHE)
 def stable_attr_value(value: str) -> bool:
     value = re.sub(r"^https?://", "", value.strip())  # itemtype="https://schema.org/Product"
     if not value or len(value) > MAX_NAME_LENGTH or re.search(r"\d{2,}", value):
@@ -82,8 +90,13 @@ def stable_attr_value(value: str) -> bool:
 
 
 def semantic_attrs(el: etree._Element) -> frozenset[tuple[str, str]]:
+    return _semantic_attrs(tuple(el.attrib.items()))
+
+
+@lru_cache(maxsize=NAME_CACHE)
+def _semantic_attrs(attributes: tuple[tuple[str, str], ...]) -> frozenset[tuple[str, str]]:
     out = set()
-    for attr, value in el.attrib.items():
+    for attr, value in attributes:
         if attr in SEMANTIC_ATTRS or (attr.startswith("data-") and attr not in ("data-reactid",)):
             value = normalise_space(value)
             if attr.startswith("data-") and attr not in SEMANTIC_ATTRS and not re.search(r"[A-Za-z]", value):

@@ -92,6 +92,7 @@ class Page:
         self.scan_cache: dict[tuple, list[tuple[etree._Element, str, str, Any]]] = {}
         self._sites: list[tuple[etree._Element, str, str]] | None = None
         self.shape_cache: dict[tuple, bool] = {}
+        self.memo: dict[str, Any] = {}  # page-wide indexes of other modules (memory's look-alike index)
         self._classes: dict[etree._Element, tuple[str, ...]] = {}
         self._unstable: dict[str, bool] = {}
         self._node_tokens: dict[etree._Element, tuple[str, ...]] = {}

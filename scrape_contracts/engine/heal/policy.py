@@ -117,6 +117,7 @@ class HealPolicy:
     lone_discount: float = 0.08  # ...and the floor drops by this much
     no_fingerprint_penalty: float = 0.1  # the floor rises by this much when the old element was not found
     min_support: float = 0.1  # evidence other than the value (structure + anchors + label) a heal needs
+    structured_support: float = 0.1  # counts as such: keyed JSON-LD agreeing with a value shown only once
     still_there_similarity: float = 0.75  # the old selector's match is the old element itself
     alias_discount: float = 0.8  # similarity to a same-value twin counts, less than to the old element
     default_change_pct: float = 50.0  # numeric guard when the contract sets no max_change_pct

@@ -22,6 +22,7 @@ class RefusalReason(StrEnum):
     CHANGED_VALUE_WEAK = "changed_value_weak"  # a changed text without a strong anchor or fingerprint
     AMBIGUOUS = "ambiguous"  # the runner-up is too close to the best
     NO_STABLE_SELECTOR = "no_stable_selector"  # no stable selector matches exactly the chosen element
+    NO_LAST_GOOD = "no_last_good"  # neither the last good page nor a stored fingerprint of the field
 
 
 HEALED = "healed"  # evidence["reason"] of a heal

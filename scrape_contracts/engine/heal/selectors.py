@@ -241,8 +241,7 @@ def build_selector(
         if len(matched) != 1 or matched[0] is not cand.el:
             continue
         # a selector that on the old page picks some other element describes that element, not ours
-        old = select_elements(ctx.before, element_sel)
-        if old and not any(any(on_one_branch(o, t) for t in ctx.target_elements) for o in old):
+        if ctx.recall.picks_other(element_sel):
             if fallback is None and _reextracts(ctx, selector, cand.value):
                 fallback = (selector, kind)
             continue

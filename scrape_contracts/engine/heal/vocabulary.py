@@ -1,13 +1,16 @@
 """The healer's vocabulary: which tags, attributes and words mean what, and how words are compared.
 
 Everything here is data about HTML and about how sites name things; nothing weighs evidence (that is
-``policy.py``). Keyword lists are English.
+``policy.py``). Keyword lists are English, with the field words of German, French and Spanish labels
+(accents folded: "Verfügbarkeit" is read as "verfugbarkeit").
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 NUMERIC = frozenset({"number", "integer", "price"})
 NON_CONTENT = frozenset({"script", "style", "noscript", "template"})
@@ -54,34 +57,40 @@ STOP = frozenset(
     "root primary secondary big small large lg sm md xs xl bold strong the a an of per and or to "
     "in at on for is it this js ui c l m card meta line span div display fmt formatted x is has "
     "num no page module widget cell key summary overview v k attr prop entry product listing pdp "
-    "og".split()
+    "og de le la el del des du am ab".split()
 )
 
 # Field vocabulary: a label or attribute saying "Beds" is evidence for a field named "bedrooms".
 SYNONYM_GROUPS: tuple[frozenset[str], ...] = tuple(
     frozenset(g.split())
     for g in (
-        "price cost amount pricing offer now current sale our",
-        "bedroom bed br bd sleep",
-        "bathroom bath ba",
-        "area size sqft sq ft square feet footage surface living m2 sqm floorspace",
-        "year built constructed construction yearbuilt",
-        "title name headline heading",
-        "author by byline writer reporter creator written",
-        "date published posted datetime updated dated datepublished dateposted when",
-        "rating star score rated ratingvalue grade",
-        "review reviewcount ratingcount vote",
-        "company employer organization organisation hiringorganization org firm hiring",
-        "location address city where place joblocation venue locality street",
-        "salary pay compensation wage basesalary remuneration",
-        "stock availability available instock inventory",
-        "sku mpn model part ref reference code productid",
-        "comment reply discussion response",
-        "capacity seat remaining left spot",
-        "employment type contract schedule job",
-        "read minute min duration length readtime",
-        "helpful useful",
-        "reviewer customer user buyer",
+        # English first, then German, French and Spanish label words (folded, singular)
+        "price cost amount pricing offer now current sale our preis prix precio kosten tarif",
+        "bedroom bed br bd sleep schlafzimmer chambre dormitorio habitacion",
+        "bathroom bath ba badezimmer bain bano",
+        "area size sqft sq ft square feet footage surface living m2 sqm floorspace wohnflache flache "
+        "superficie habitable",
+        "year built constructed construction yearbuilt baujahr annee ano construccion",
+        "title name headline heading titel titre titulo",
+        "author by byline writer reporter creator written von par por autor auteur",
+        "date published posted datetime updated dated datepublished dateposted when datum fecha "
+        "veroffentlicht publie publicado bewertet",
+        "rating star score rated ratingvalue grade bewertung valoracion calificacion puntuacion",
+        "review reviewcount ratingcount vote rezension rezensionen avi resena",
+        "company employer organization organisation hiringorganization org firm hiring unternehmen "
+        "entreprise empresa firma",
+        "location address city where place joblocation venue locality street standort lieu ubicacion "
+        "adresse direccion veranstaltungsort salle lugar",
+        "salary pay compensation wage basesalary remuneration gehalt salaire salario",
+        "stock availability available instock inventory verfugbarkeit lager disponibilite disponibilidad",
+        "sku mpn model part ref reference code productid artikelnummer referencia",
+        "comment reply discussion response kommentar kommentare comentario",
+        "capacity seat remaining left spot platz platze restante plaza libre freie",
+        "employment type contract schedule job anstellungsart contrat contrato",
+        "read minute min duration length readtime lesezeit lecture lectura",
+        "helpful useful hilfreich utile util",
+        "reviewer customer user buyer von par por",
+        "ticket billet entrada eintritt",
     )
 )
 SYNONYM_OF: dict[str, frozenset[str]] = {}
@@ -158,10 +167,18 @@ STEM_MIN = 4
 STEM_SHARE = 0.6
 
 
+def fold(text: str) -> str:
+    """Accents folded to ASCII letters ("Verfügbarkeit" -> "Verfugbarkeit", "ß" -> "ss")."""
+    if text.isascii():
+        return text
+    text = unicodedata.normalize("NFKD", text.replace("ß", "ss"))
+    return "".join(c for c in text if not unicodedata.combining(c))
+
+
 def words_of(text: str) -> list[str]:
-    """Lower-case word tokens; camelCase and kebab/snake parts split; crude plural folding."""
+    """Lower-case word tokens; camelCase and kebab/snake parts split; accents folded; crude plural folding."""
     out: list[str] = []
-    for raw in WORD.findall(text or ""):
+    for raw in WORD.findall(fold(text or "")):
         word = raw.lower()
         if word.isdigit():
             continue
@@ -171,6 +188,7 @@ def words_of(text: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=1 << 16)  # pure, and the answer is immutable
 def content_words(text: str) -> frozenset[str]:
     return frozenset(w for w in words_of(text) if w not in STOP)
 
@@ -202,6 +220,7 @@ def weighted_jaccard(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     return top / bottom if bottom else 0.0
 
 
+@lru_cache(maxsize=1 << 16)  # pure; the same word pairs recur for every candidate
 def word_match(x: str, y: str) -> bool:
     """Same word, a synonym, or the same stem ("serves"/"servings", "bed"/"bedroom")."""
     if x == y or y in SYNONYM_OF.get(x, ()):

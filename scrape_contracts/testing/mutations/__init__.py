@@ -16,10 +16,24 @@ purpose (a decoy put where the old element was, a removed field, a value moved p
 expected value is read from the new page (the element that carries the field), or ``REFUSE`` when the field
 is not on the new page or its new value breaks the contract's change limit (a data change for review).
 
+Second generation (``NEW_CHANGE_KINDS``, issue 15): a redesign keeping only JSON-LD, a moved section plus
+changed values, labels translated to German/French/Spanish, an earlier layout coming back (its selectors
+in ``spec["earlier"]``), and date and link fields (dates typed ``date``, bylines' profile links ``url``
+fields, resolved against ``HealCase.page_url``). ``build_cases(changes=ALL_CHANGE_KINDS)`` gives both.
+
 ``build_cases(seeds)`` is deterministic: the same seeds give the same pages, specs and expectations.
 """
 
 from scrape_contracts.testing.mutations.build import build_case, build_cases
-from scrape_contracts.testing.mutations.case import CHANGE_KINDS, PAGE_KINDS, REFUSE, REMOVAL_KINDS, HealCase
+from scrape_contracts.testing.mutations.case import (
+    ALL_CHANGE_KINDS,
+    CHANGE_KINDS,
+    NEW_CHANGE_KINDS,
+    PAGE_KINDS,
+    REFUSE,
+    REMOVAL_KINDS,
+    HealCase,
+)
 
-__all__ = ["CHANGE_KINDS", "PAGE_KINDS", "REFUSE", "REMOVAL_KINDS", "HealCase", "build_case", "build_cases"]
+__all__ = ["ALL_CHANGE_KINDS", "CHANGE_KINDS", "NEW_CHANGE_KINDS", "PAGE_KINDS", "REFUSE", "REMOVAL_KINDS",
+           "HealCase", "build_case", "build_cases"]

@@ -4,14 +4,15 @@ the expected outcome per field."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from collections.abc import Sequence
 from typing import Any
 
 from scrape_contracts.engine.extract import ValueParseError, parse_value
 from scrape_contracts.engine.select import node_text, parse_html, select
 from scrape_contracts.testing.mutations.author import author_selector, strip_marks
-from scrape_contracts.testing.mutations.case import CHANGE_KINDS, PAGE_KINDS, REFUSE, HealCase
-from scrape_contracts.testing.mutations.changes import NotApplicable, make_change
+from scrape_contracts.testing.mutations.case import CHANGE_KINDS, PAGE_KINDS, PAGE_URL, REFUSE, HealCase
+from scrape_contracts.testing.mutations.changes import DATE_FIELDS, LINK_FIELDS, NotApplicable, make_change
 from scrape_contracts.testing.mutations.fields import FieldDef
 from scrape_contracts.testing.mutations.kinds import KINDS
 from scrape_contracts.testing.mutations.render import Mods, Renderer
@@ -32,7 +33,18 @@ def _read(html: str, name: str, fd: FieldDef) -> Any:
     nodes = select(parse_html(html), f'[data-hc="{name}"]')
     if len(nodes) != 1:
         return REFUSE
-    return parse_value(node_text(nodes[0]), fd.type)
+    return parse_value(node_text(nodes[0]), fd.type, base_url=PAGE_URL)
+
+
+def _read_link(html: str, name: str) -> Any:
+    nodes = select(parse_html(html), f'[data-hc="{name}"]::attr(href)')
+    if len(nodes) != 1:
+        return REFUSE
+    return parse_value(node_text(nodes[0]), "url", base_url=PAGE_URL)
+
+
+def _href(selector: str) -> str:
+    return selector + ("/@href" if selector.startswith("/") else "::attr(href)")
 
 
 def _triggered(after_html: str, spec: dict[str, Any]) -> bool:
@@ -45,7 +57,7 @@ def _triggered(after_html: str, spec: dict[str, Any]) -> bool:
     if not texts or len(set(texts)) > 1:
         return True
     try:
-        value = parse_value(texts[0], spec["type"])
+        value = parse_value(texts[0], spec["type"], base_url=PAGE_URL)
     except ValueParseError:
         return True
     if "expected" in spec and value != spec["expected"]:
@@ -74,16 +86,30 @@ def build_case(kind_name: str, change: str, seed: int) -> HealCase | None:
     fields: dict[str, dict[str, Any]] = {}
     expected: dict[str, Any] = {}
     for fd in kind.fields:
+        if ch.typed and fd.name in DATE_FIELDS:
+            fd = replace(fd, type="date")
         prefs = ch.prefs
         if rng.random() < 0.15:
             prefs = ("text", *prefs)
         selector = author_selector(before_marked, fd.name, prefs)
         before_value = _read(before_marked, fd.name, fd)
         spec = _field_spec(fd, selector, before_value, data)
+        if ch.earlier:
+            # the after page's layout is an earlier one: its selector is in the contract's selector history
+            spec["earlier"] = [author_selector(after_marked, fd.name, prefs)]
         if fd.name not in ch.targeted and not _triggered(after_html, spec):
             continue
         fields[fd.name] = spec
         expected[fd.name] = REFUSE if fd.name in ch.refuse else _read(after_marked, fd.name, fd)
+    for fd in kind.fields:
+        if not ch.typed or fd.name not in LINK_FIELDS:
+            continue
+        name = f"{fd.name}_url"
+        selector = _href(author_selector(before_marked, fd.name, ch.prefs))
+        spec = {"selector": selector, "before": _read_link(before_marked, fd.name), "type": "url"}
+        if _triggered(after_html, spec):
+            fields[name] = spec
+            expected[name] = _read_link(after_marked, fd.name)
     if not fields:
         return None
     return HealCase(

@@ -20,6 +20,8 @@ class Change:
     mods: Mods = Mods()
     targeted: tuple[str, ...] = ()
     refuse: tuple[str, ...] = ()  # still on the page, but no heal may return it (its value broke the rules)
+    earlier: bool = False  # the after page is an earlier layout: its selectors are known (a heal's history)
+    typed: bool = False  # date fields typed as dates, links of bylines as url fields
 
 
 class NotApplicable(Exception):
@@ -205,4 +207,46 @@ def make_change(
             before, naming=rng.choice(("semantic", "bem")), card_vocab=rng.choice(("card", "tile"))
         )
         return before, Change(replace(before, card_vocab=""), data, ("class",))
+    if change == "jsonld_redesign":
+        # everything that names a value is redesigned away; only the JSON-LD document stays
+        before = replace(before, jsonld=True)
+        after = replace(_restyle(rng, before), jsonld=True, microdata="none", testids=False, og=False,
+                        ids=rng.choice(("none", "random")), naming=rng.choice(("hashed", "utility")))
+        prefs = (rng.choice(("class", "id", "path", "positional")),)
+        if rng.random() < 0.35:
+            # one field is gone from the page, its value still in the JSON-LD: nothing shows it any more
+            name = rng.choice([f.name for f in kind.fields if f.role != "title"])
+            mods = Mods(removed=frozenset({name}), ld_keeps_removed=True)
+            return before, Change(after, data, prefs, mods, (name,))
+        return before, Change(after, data, prefs)
+    if change == "moved_value_changed":
+        before, inner = make_change("moved_section", rng, kind, data, before)
+        names = [f.name for f in kind.fields]
+        return before, replace(inner, after_data=_change_values(rng, kind, data, names))
+    if change == "translated_labels":
+        before = replace(before, labels=0, hero_labels=True, facts=rng.choice(("dl", "table", "ul", "divs")))
+        after = replace(before, lang=rng.choice(("de", "fr", "es")))
+        if rng.random() < 0.5:
+            after = replace(after, naming="hashed", salt=before.salt + "t")
+        if rng.random() < 0.25:
+            name = rng.choice([f.name for f in kind.fields if f.role != "title"])
+            removed = Mods(removed=frozenset({name}))
+            return before, Change(after, data, ("label", "positional", "class"), removed, (name,))
+        return before, Change(after, data, ("label", "positional", "class"))
+    if change == "layout_reverted":
+        # the site went A -> B (the selectors were healed on B) -> A again: B is the last good page, A's
+        # selectors are in the selector history
+        sub = rng.choice((*structural, "redesign"))
+        original, inner = make_change(sub, rng, kind, data, before)
+        return inner.after_style, Change(original, data, inner.prefs, earlier=True)
+    if change == "dates_and_links":
+        if not any(f.name in DATE_FIELDS for f in kind.fields):
+            raise NotApplicable(change)
+        before, inner = make_change(rng.choice((*structural, "redesign")), rng, kind, data, before)
+        return before, replace(inner, typed=True)
     raise ValueError(f"unknown change kind {change!r}")
+
+
+# string fields holding a date, typed "date" by the dates_and_links change; bylines linking a profile
+DATE_FIELDS = frozenset({"review_date", "posted", "published"})
+LINK_FIELDS = frozenset({"reviewer", "author", "company"})

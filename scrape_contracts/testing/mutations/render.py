@@ -18,7 +18,7 @@ from scrape_contracts.testing.mutations.style import (
     id_attr,
     role_fields,
 )
-from scrape_contracts.testing.mutations.words import MONTHS, RELATED_HEADINGS, SITE_NAMES
+from scrape_contracts.testing.mutations.words import MONTHS, RELATED_HEADINGS, SITE_NAMES, TRANSLATED_LABELS
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class Mods:
     decoy_variant: int = 0
     old_classes: str = ""  # the class attribute the decoy inherits
     old_tag: str = "span"
+    ld_keeps_removed: bool = False  # a removed field's value stays in the JSON-LD (it must not be healed to)
 
 
 def _attrs(pairs: Sequence[tuple[str, str | None]]) -> str:
@@ -45,6 +46,8 @@ class Renderer:
         return css_class(self.style, name)
 
     def label(self, fd: FieldDef) -> str:
+        if self.style.lang != "en" and fd.name in TRANSLATED_LABELS:
+            return TRANSLATED_LABELS[fd.name][self.style.lang]
         return fd.labels[self.style.labels % len(fd.labels)]
 
     def value_el(self, fd: FieldDef, text: str, tag: str | None = None, moved: bool = False) -> str:
@@ -217,7 +220,7 @@ class Renderer:
             else:
                 el = self.value_el(fd, text)
             lead = f"{self.label(fd)} " if s.hero_labels or fd.name in ("author", "reviewer") else ""
-            if lead and not lead.strip().endswith(("By", "by", "From")):
+            if lead and not lead.strip().endswith(("By", "by", "From", "Von", "Par", "Por")):
                 lead = f"{self.label(fd)}: "
             parts.append(f'<span class="{self.c("byline-item")}">{lead}{el}</span>')
         order = [i for i in s.byline_order if i < len(parts)] + [
@@ -279,7 +282,7 @@ class Renderer:
             "@type": self.kind.itemtype.rsplit("/", 1)[-1],
         }
         for fd in self.kind.fields:
-            if not fd.ld or fd.name in self.mods.removed:
+            if not fd.ld or fd.name in self.mods.removed and not self.mods.ld_keeps_removed:
                 continue
             node = doc
             for key in fd.ld[:-1]:

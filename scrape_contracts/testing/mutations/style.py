@@ -39,6 +39,7 @@ class Style:
     block: str = "pdp"
     card_vocab: str = "card"  # related cards' value class prefix; "" = same classes as the main values
     title_wrap: bool = False
+    lang: str = "en"  # en | de | fr | es: the language of the field labels
 
 
 def random_style(rng: random.Random, kind: KindDef) -> Style:

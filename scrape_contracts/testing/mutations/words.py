@@ -87,3 +87,32 @@ RELATED_HEADINGS = {
         "Other events this week",
     ),
 }
+
+# Field labels of a translated site (change kind translated_labels): German, French, Spanish
+TRANSLATED_LABELS: dict[str, dict[str, str]] = {
+    "price": {"de": "Preis", "fr": "Prix", "es": "Precio"},
+    "rating": {"de": "Bewertung", "fr": "Note", "es": "Valoración"},
+    "review_count": {"de": "Rezensionen", "fr": "Avis", "es": "Reseñas"},
+    "in_stock": {"de": "Verfügbarkeit", "fr": "Disponibilité", "es": "Disponibilidad"},
+    "sku": {"de": "Artikelnummer", "fr": "Référence", "es": "Referencia"},
+    "bedrooms": {"de": "Schlafzimmer", "fr": "Chambres", "es": "Dormitorios"},
+    "bathrooms": {"de": "Badezimmer", "fr": "Salles de bain", "es": "Baños"},
+    "area_sqft": {"de": "Wohnfläche", "fr": "Surface habitable", "es": "Superficie"},
+    "year_built": {"de": "Baujahr", "fr": "Année de construction", "es": "Año de construcción"},
+    "reviewer": {"de": "Von", "fr": "Par", "es": "Por"},
+    "review_date": {"de": "Bewertet am", "fr": "Publié le", "es": "Publicado el"},
+    "helpful_count": {"de": "Hilfreich", "fr": "Utile", "es": "Útil"},
+    "company": {"de": "Unternehmen", "fr": "Entreprise", "es": "Empresa"},
+    "location": {"de": "Standort", "fr": "Lieu", "es": "Ubicación"},
+    "salary": {"de": "Gehalt", "fr": "Salaire", "es": "Salario"},
+    "employment_type": {"de": "Anstellungsart", "fr": "Type de contrat", "es": "Tipo de contrato"},
+    "posted": {"de": "Veröffentlicht", "fr": "Publié", "es": "Publicado"},
+    "author": {"de": "Von", "fr": "Par", "es": "Por"},
+    "published": {"de": "Veröffentlicht", "fr": "Publié le", "es": "Publicado"},
+    "comment_count": {"de": "Kommentare", "fr": "Commentaires", "es": "Comentarios"},
+    "read_time": {"de": "Lesezeit", "fr": "Temps de lecture", "es": "Tiempo de lectura"},
+    "venue": {"de": "Veranstaltungsort", "fr": "Salle", "es": "Lugar"},
+    "date": {"de": "Datum", "fr": "Date", "es": "Fecha"},
+    "ticket_price": {"de": "Tickets ab", "fr": "Billets dès", "es": "Entradas desde"},
+    "seats_left": {"de": "Freie Plätze", "fr": "Places restantes", "es": "Plazas libres"},
+}

@@ -1,6 +1,6 @@
 """The front door (issue 13): API tokens (hashes only), the audit trail of writes, launch idempotency keys.
 
-Revision 0007 (after 0004; numbered apart from parallel branches, re-chained at merge). New tables only.
+Revision 0007 (after 0006). New tables only.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0007'
-down_revision = '0005'
+down_revision = '0006'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,52 @@
+"""What the retention policy keeps, read from the project store: pages and fingerprints still needed.
+
+Queries only; the policy itself (how many days, whether each target's last accepted page stays) is in
+``service/retention.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from scrape_contracts.adapters.schema import CandidateStatus, accepted, candidates
+
+# candidates that may still become accepted data (a run between its check and its accept, a review)
+OPEN_STATUSES = (CandidateStatus.PENDING, CandidateStatus.QUARANTINED)
+
+
+def _latest_accepted() -> sa.Subquery:
+    newest = (sa.select(accepted.c.contract, accepted.c.partition,
+                        sa.func.max(accepted.c.version).label("version"))
+              .group_by(accepted.c.contract, accepted.c.partition).subquery())
+    return (sa.select(accepted.c.candidate_id, accepted.c.page_sha256)
+            .join(newest, sa.and_(accepted.c.contract == newest.c.contract,
+                                  accepted.c.partition == newest.c.partition,
+                                  accepted.c.version == newest.c.version))).subquery()
+
+
+def pages_to_keep(engine: Engine, since: dt.datetime, *, last_accepted: bool) -> set[str]:
+    """sha256 of the pages of accepted versions and of open (pending, quarantined) candidates created since
+    ``since``; with ``last_accepted`` also each target's newest accepted page, however old."""
+    recent_accepted = sa.select(accepted.c.page_sha256).where(accepted.c.created_at >= since)
+    recent_open = sa.select(candidates.c.page_sha256).where(candidates.c.created_at >= since,
+                                                            candidates.c.status.in_(OPEN_STATUSES))
+    with engine.connect() as conn:
+        keep = set(conn.execute(recent_accepted).scalars()) | set(conn.execute(recent_open).scalars())
+        if last_accepted:
+            keep |= set(conn.execute(sa.select(_latest_accepted().c.page_sha256)).scalars())
+    return {sha for sha in keep if sha}
+
+
+def fingerprints_to_keep(engine: Engine, since: dt.datetime) -> set[int]:
+    """Candidate ids whose fingerprints a heal may still read: each target's newest accepted version (always),
+    candidates still waiting for a review, and any created since ``since``."""
+    latest = sa.select(_latest_accepted().c.candidate_id)
+    waiting = sa.select(candidates.c.id).where(candidates.c.status.in_(OPEN_STATUSES))
+    recent = sa.select(candidates.c.id).where(candidates.c.created_at >= since)
+    with engine.connect() as conn:
+        ids = set(conn.execute(latest).scalars()) | set(conn.execute(waiting).scalars())
+        ids |= set(conn.execute(recent).scalars())
+    return {i for i in ids if i is not None}

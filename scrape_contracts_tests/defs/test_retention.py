@@ -1,0 +1,82 @@
+"""retention_job on a real instance: it prunes exactly the raw pages and fingerprints the policy does not
+keep, and healing still works from the fingerprints once every page is gone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrape_contracts import settings
+from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.fingerprints import SqlFingerprintStore
+from scrape_contracts.defs.retention import RETENTION_JOB
+from scrape_contracts_tests.conftest import Harness, product_page
+
+
+def _retention(harness: Harness, **config: Any) -> dict[str, Any]:
+    job = harness.definitions().resolve_job_def(RETENTION_JOB)
+    run_config = {"ops": {"prune_raw_pages": {"config": {"grace_s": 0, **config}}}}
+    result = job.execute_in_process(run_config=run_config, instance=harness.instance)
+    assert result.success
+    return result.output_for_node("prune_raw_pages")
+
+
+def test_retention_keeps_what_the_policy_says(sqlite_harness: Harness, site) -> None:
+    harness = sqlite_harness
+    urls = {key: site.url(f"/p/{key}") for key in ("p1", "p2", "p3")}
+    for i, key in enumerate(urls):
+        site.set_page(f"/p/{key}", product_page(f"Book {i}", f"BK-{i}", "$100.00"))
+    harness.write_product_contract("shop", urls)
+
+    def scrape(key: str, page: str) -> tuple[str, str]:
+        site.set_page(f"/p/{key}", page)
+        result = harness.run("shop", key)
+        candidate = harness.store.latest_candidate("shop", key, run_id=result.run_id)
+        return candidate.outcome, candidate.page_sha256
+
+    store = harness.store
+    outcome, p1_old = scrape("p1", product_page("Book 0", "BK-0", "$100.00"))
+    assert outcome == "valid"
+    old_candidate = store.latest_accepted("shop", "p1").candidate_id
+    assert scrape("p1", product_page("Book 0", "BK-0", "$101.00"))[0] == "valid"
+    p1_new = store.latest_accepted("shop", "p1").page_sha256
+    assert scrape("p2", product_page("Book 1", "BK-1", "$100.00"))[0] == "valid"
+    p2_accepted = store.latest_accepted("shop", "p2").page_sha256
+    # beyond the change limit
+    outcome, p2_quarantined = scrape("p2", product_page("Book 1", "BK-1", "$500.00"))
+    assert outcome == "review_required"
+    assert scrape("p3", product_page("Book 2", "BK-2", "$100.00"))[0] == "valid"
+    p3_accepted = store.latest_accepted("shop", "p3").page_sha256
+    outcome, p3_rejected = scrape("p3", product_page("Book 2", layout="gone"))
+    assert outcome == "rejected"
+    artifacts = ArtifactStore(settings.artifacts_dir())
+    everything = {p1_old, p1_new, p2_accepted, p2_quarantined, p3_accepted, p3_rejected}
+    assert all(artifacts.exists(sha) for sha in everything)
+
+    # within keep_days: every accepted and quarantined page stays, the rejected one goes
+    assert _retention(harness, keep_days=30)["pages_removed"] == 1
+    assert {sha for sha in everything if artifacts.exists(sha)} == everything - {p3_rejected}
+
+    # past keep_days: only each target's newest accepted page stays
+    _retention(harness, keep_days=0)
+    assert {sha for sha in everything if artifacts.exists(sha)} == {p1_new, p2_accepted, p3_accepted}
+    fingerprints = SqlFingerprintStore(store.engine)
+    assert old_candidate not in fingerprints.candidates()  # superseded: its fingerprints went too
+    assert store.latest_accepted("shop", "p1").candidate_id in fingerprints.candidates()
+    assert store.pending_review("shop", "p2").id in fingerprints.candidates()  # a reviewer may accept it
+
+    # and without keep_last_accepted nothing is left: healing works from the stored fingerprints
+    report = _retention(harness, keep_days=0, keep_last_accepted=False)
+    assert report["pages_kept"] == 0 and not any(artifacts.exists(sha) for sha in everything)
+    assert scrape("p1", product_page("Book 0", "BK-0", "$102.00", layout="renamed"))[0] == "healed"
+    assert harness.accepted("shop", "p1")["price"] == 102.0
+
+
+def test_retention_grace_spares_pages_of_runs_in_flight(sqlite_harness: Harness, site) -> None:
+    harness = sqlite_harness
+    artifacts = ArtifactStore(settings.artifacts_dir())
+    stray = artifacts.put("<html><body>fetched a moment ago, its candidate not stored yet</body></html>")
+    job = harness.definitions().resolve_job_def(RETENTION_JOB)
+    assert job.execute_in_process(instance=harness.instance).success  # default grace: an hour
+    assert artifacts.exists(stray)
+    _retention(harness, keep_days=0)
+    assert not artifacts.exists(stray)

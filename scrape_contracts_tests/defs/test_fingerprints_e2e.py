@@ -18,6 +18,8 @@ def test_heal_from_fingerprints_after_the_page_is_gone(sqlite_harness: Harness, 
                                                          path: str) -> None:
     harness = sqlite_harness
     monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "0")  # the batch's worker code, in a thread
+    # retention may prune every page, the last accepted ones too: only then are fingerprints taken
+    monkeypatch.setenv("SCRAPE_CONTRACTS_RETENTION_KEEP_LAST", "false")
     site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
     harness.write_product_contract("shop", {"p1": site.url("/p/1")})
 
@@ -61,4 +63,14 @@ def test_no_page_and_no_fingerprints_refuses_with_the_reason(sqlite_harness: Har
     candidate = harness.store.latest_candidate("shop", "p1", run_id=result.run_id)
     assert candidate.outcome == "rejected"
     assert "pruned and no fingerprints" in candidate.details["heal"]["reason"]
+
+
+def test_no_fingerprints_while_retention_keeps_the_last_accepted_page(sqlite_harness: Harness, site) -> None:
+    """The default: the page a heal reads is kept, so its fingerprints (15-25 ms a page) are not taken."""
+    harness = sqlite_harness
+    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
+    harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    assert harness.run("shop", "p1").success
+    accepted = harness.store.latest_accepted("shop", "p1")
+    assert SqlFingerprintStore(harness.store.engine).load(accepted.candidate_id) == {}
     assert harness.accepted("shop", "p1")["price"] == 100.0  # the last accepted data survives

@@ -20,8 +20,10 @@ def _retention(harness: Harness, **config: Any) -> dict[str, Any]:
     return result.output_for_node("prune_raw_pages")
 
 
-def test_retention_keeps_what_the_policy_says(sqlite_harness: Harness, site) -> None:
+def test_retention_keeps_what_the_policy_says(sqlite_harness: Harness, site, monkeypatch) -> None:
     harness = sqlite_harness
+    # a deployment that lets retention prune the last accepted pages: only then are fingerprints taken
+    monkeypatch.setenv("SCRAPE_CONTRACTS_RETENTION_KEEP_LAST", "false")
     urls = {key: site.url(f"/p/{key}") for key in ("p1", "p2", "p3")}
     for i, key in enumerate(urls):
         site.set_page(f"/p/{key}", product_page(f"Book {i}", f"BK-{i}", "$100.00"))
@@ -53,11 +55,11 @@ def test_retention_keeps_what_the_policy_says(sqlite_harness: Harness, site) -> 
     assert all(artifacts.exists(sha) for sha in everything)
 
     # within keep_days: every accepted and quarantined page stays, the rejected one goes
-    assert _retention(harness, keep_days=30)["pages_removed"] == 1
+    assert _retention(harness, keep_days=30, keep_last_accepted=True)["pages_removed"] == 1
     assert {sha for sha in everything if artifacts.exists(sha)} == everything - {p3_rejected}
 
     # past keep_days: only each target's newest accepted page stays
-    _retention(harness, keep_days=0)
+    _retention(harness, keep_days=0, keep_last_accepted=True)
     assert {sha for sha in everything if artifacts.exists(sha)} == {p1_new, p2_accepted, p3_accepted}
     fingerprints = SqlFingerprintStore(store.engine)
     assert old_candidate not in fingerprints.candidates()  # superseded: its fingerprints went too

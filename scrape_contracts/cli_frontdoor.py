@@ -33,8 +33,9 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8001)
     p.add_argument("--token", default=None,
-                   help="API token the tools act with (default: $SCRAPE_CONTRACTS_TOKEN; prefer the variable: "
-                        "arguments are visible to other users of the machine)")
+                   help="stdio: the API token the tools act with (default: $SCRAPE_CONTRACTS_TOKEN; prefer the "
+                        "variable: arguments are visible to other users of the machine); over http each caller "
+                        "sends its own (Authorization: Bearer)")
     p.set_defaults(func=cmd_mcp)
 
 
@@ -113,9 +114,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from scrape_contracts.mcp_server import build_server, run
 
     _contracts_env(args)
+    if args.transport == "http":
+        # every caller sends its own token (Authorization: Bearer); the server holds none
+        url = f"http://{args.host}:{args.port}"
+        run(build_server(None, front_door=_front_door(args), http_url=url), args.transport, args.host, args.port)
+        return 0
     token = args.token or os.environ.get("SCRAPE_CONTRACTS_TOKEN")
     if not token:
-        raise CliError("the MCP server needs an API token: set SCRAPE_CONTRACTS_TOKEN (or pass --token); "
-                       "create one with `scrape-contracts tokens create`", 2)
+        raise CliError("the MCP server over stdio needs an API token: set SCRAPE_CONTRACTS_TOKEN (or pass "
+                       "--token); create one with `scrape-contracts tokens create`", 2)
     run(build_server(token, front_door=_front_door(args)), args.transport, args.host, args.port)
     return 0

@@ -1,7 +1,8 @@
 """The MCP server (``scrape-contracts mcp``): the front door's operations as tools for agents.
 
-Same service layer and authorisation as the REST API: every tool call resolves the token it was started
-with (so a revoked token stops working on the next call) and acts only on its owner's contracts; a read
+Same service layer and authorisation as the REST API: every tool call resolves its token (over stdio the
+one the server was started with, over HTTP the caller's bearer token), so a revoked token stops working on
+the next call, and acts only on its owner's contracts; a read
 token cannot launch or review. Refusals are tool errors whose text says what to do; the token is never in
 them. Transports: stdio (an agent starts the process) and streamable HTTP (``--transport http``).
 """
@@ -13,12 +14,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio.to_thread
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from typing_extensions import Annotated
 
-from scrape_contracts.frontdoor import FrontDoor, Refused
+from scrape_contracts.frontdoor import FrontDoor, Refusal, Refused
 from scrape_contracts.frontdoor import models as m
 
 INSTRUCTIONS = """\
@@ -30,14 +34,40 @@ scrapes with run_contract (always with an idempotency key, so a retry never scra
 quarantined data with review. You can only see and act on the contracts your token's owner owns."""
 
 
-def build_server(token: str, *, contracts_dir: str | Path | None = None,
-                 front_door: FrontDoor | None = None) -> MCPServer:
+class _FrontDoorTokens:
+    """The SDK's ``TokenVerifier`` over the front door's tokens: an HTTP caller is who its bearer token says."""
+
+    def __init__(self, door: FrontDoor) -> None:
+        self.door = door
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            principal = await anyio.to_thread.run_sync(self.door.authenticate, token)
+        except Refused:
+            return None  # the SDK answers 401; the token is in no message
+        return AccessToken(token=token, client_id=principal.token_id, scopes=[principal.scope.value])
+
+
+def build_server(token: str | None, *, contracts_dir: str | Path | None = None,
+                 front_door: FrontDoor | None = None, http_url: str | None = None) -> MCPServer:
+    """Over stdio the tools act with ``token`` (the agent that started the process holds it); over HTTP
+    (``http_url``, the server's own address) with each caller's ``Authorization: Bearer`` token, checked on
+    every request, so one server serves many callers each with their own owner and scope."""
     door = front_door or FrontDoor(contracts_dir=contracts_dir)
-    server = MCPServer("scrape-contracts", instructions=INSTRUCTIONS)
+    auth: dict[str, Any] = {}
+    if http_url is not None:
+        auth = {"token_verifier": _FrontDoorTokens(door),
+                "auth": AuthSettings(issuer_url=http_url, resource_server_url=f"{http_url}/mcp")}
+    server = MCPServer("scrape-contracts", instructions=INSTRUCTIONS, **auth)
 
     async def call(operation: Any, *args: Any, **kwargs: Any) -> Any:
+        caller = get_access_token() if http_url is not None else None
+        acting = caller.token if caller is not None else token
+
         def run() -> Any:
-            principal = door.authenticate(token)
+            if acting is None:
+                raise Refused(Refusal.UNAUTHENTICATED, "no token: send Authorization: Bearer <token>")
+            principal = door.authenticate(acting)
             return operation(principal, *args, **kwargs)
 
         try:

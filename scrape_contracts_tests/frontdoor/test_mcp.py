@@ -107,17 +107,20 @@ def test_read_token_cannot_launch_and_other_owners_contracts_are_refused(demo_ho
 
 def test_streamable_http_transport(demo_home: Path) -> None:
     import httpx
+    import httpx2
 
     from mcp.client.streamable_http import streamable_http_client
 
     from scrape_contracts_tests.frontdoor.servers import free_port
 
     token = new_token("team:recruiting-analytics", "read")
+    other = new_token("data-team@example.com", "read")
     port = free_port()
+    # the server holds no token: each caller is who its bearer token says, checked on every request
+    env = {k: v for k, v in os.environ.items() if k != "SCRAPE_CONTRACTS_TOKEN"}
     server = subprocess.Popen([str(BIN / "scrape-contracts"), "--contracts-dir", str(REPO / "contracts"), "mcp",
                                "--transport", "http", "--port", str(port)],
-                              env={**os.environ, "SCRAPE_CONTRACTS_TOKEN": token},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -128,14 +131,21 @@ def test_streamable_http_transport(demo_home: Path) -> None:
                 assert server.poll() is None and time.monotonic() < deadline
                 time.sleep(0.2)
 
-        async def session_run() -> list:
-            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
-                    ClientSession(read, write) as session:
+        async def session_run(bearer: str) -> list:
+            client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"})
+            async with client, streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client) \
+                    as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
                 return _data(await session.call_tool("list_contracts", {}))
 
-        contracts = anyio.run(session_run)
+        mine, theirs = anyio.run(session_run, token), anyio.run(session_run, other)
+        # no token, or one that does not exist: refused before any tool runs, and the answer names no token
+        anonymous = httpx.post(f"http://127.0.0.1:{port}/mcp", json={}, timeout=10)
+        forged = httpx.post(f"http://127.0.0.1:{port}/mcp", json={}, timeout=10,
+                            headers={"Authorization": "Bearer sct_nope_nope"})
     finally:
         server.terminate()
         server.wait(timeout=30)
-    assert [c["name"] for c in contracts] == ["jobs"]
+    assert [c["name"] for c in mine] == ["jobs"]
+    assert sorted(c["name"] for c in theirs) == ["books", "reviews"]
+    assert anonymous.status_code == 401 and forged.status_code == 401 and "sct_nope" not in forged.text

@@ -9,6 +9,7 @@ page answering 404 or 410 is the end of the list.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Generator
 from typing import Any
 
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, ClosesOnExit, FetchError, Page
@@ -32,25 +33,43 @@ def _is_end(exc: FetchError, pager: Pager) -> bool:
     return pager.pagination.url_template is not None and exc.status in _END_OF_LIST
 
 
+def _walk(pager: Pager, first: Page) -> Generator[str, Page | FetchError, list[Page]]:
+    """The paging loop without I/O, shared by both fetchers: yields each next URL and is sent what fetching
+    it gave (its page, or the ``FetchError``); returns the pages read."""
+    pages = [first]
+    while (next_url := pager.next_url(pages[-1].url, pages[-1].html)) is not None:
+        got = yield next_url
+        if isinstance(got, FetchError):
+            if _is_end(got, pager):
+                pager.stop_reason = f"{next_url} answered {got.status}"
+                break
+            raise got
+        if pager.repeated(got.html):
+            break
+        pages.append(got)
+    return pages
+
+
+def _fetched(fetch: Any, url: str) -> Page | FetchError:
+    try:
+        return fetch(url)
+    except FetchError as exc:
+        return exc
+
+
 class PagingFetcher(ClosesOnExit):
     def __init__(self, inner: Any, pagination: PaginationLike, item_selector: str) -> None:
         self.inner, self.pagination, self.item_selector = inner, pagination, item_selector
 
     def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
         pager = Pager(self.pagination, url, self.item_selector)
-        pages = [self.inner.fetch(url)]
-        while (next_url := pager.next_url(pages[-1].url, pages[-1].html)) is not None:
-            try:
-                page = self.inner.fetch(next_url)
-            except FetchError as exc:
-                if _is_end(exc, pager):
-                    pager.stop_reason = f"{next_url} answered {exc.status}"
-                    break
-                raise
-            if pager.repeated(page.html):
-                break
-            pages.append(page)
-        return _combined(pages, pager)
+        walk = _walk(pager, self.inner.fetch(url))
+        try:
+            next_url = next(walk)
+            while True:
+                next_url = walk.send(_fetched(self.inner.fetch, next_url))
+        except StopIteration as done:
+            return _combined(done.value, pager)
 
     def close(self) -> None:
         self.inner.close()
@@ -62,19 +81,17 @@ class AsyncPagingFetcher(AsyncClosesOnExit):
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
         pager = Pager(self.pagination, url, self.item_selector)
-        pages = [await self.inner.fetch(url)]
-        while (next_url := pager.next_url(pages[-1].url, pages[-1].html)) is not None:
-            try:
-                page = await self.inner.fetch(next_url)
-            except FetchError as exc:
-                if _is_end(exc, pager):
-                    pager.stop_reason = f"{next_url} answered {exc.status}"
-                    break
-                raise
-            if pager.repeated(page.html):
-                break
-            pages.append(page)
-        return _combined(pages, pager)
+        walk = _walk(pager, await self.inner.fetch(url))
+        try:
+            next_url = next(walk)
+            while True:
+                try:
+                    got: Page | FetchError = await self.inner.fetch(next_url)
+                except FetchError as exc:
+                    got = exc
+                next_url = walk.send(got)
+        except StopIteration as done:
+            return _combined(done.value, pager)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -59,7 +59,7 @@ def _child(request: dict[str, str]) -> None:
         if request.get("batch"):
             # a batched run: fork its workers now, while this process still has one thread
             from scrape_contracts import settings
-            from scrape_contracts.service.batch import prefork_workers
+            from scrape_contracts.service.prefork import prefork_workers
 
             if settings.parse_workers() > 0:
                 prefork_workers(settings.parse_workers())

@@ -21,7 +21,6 @@ once or not at all; running the batch again finds the recorded ones unchanged.
 from __future__ import annotations
 
 import asyncio
-import gc
 import multiprocessing
 import queue
 import threading
@@ -37,6 +36,7 @@ from scrape_contracts.adapters.store import ProjectStore, SelectorVersion
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.service import gate, scrape
+from scrape_contracts.service.prefork import take_preforked
 from scrape_contracts.service.records import (
     FetchFailure, Previous, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
 )
@@ -275,75 +275,6 @@ class _Worker:
             return _failure(self.loaded.contract.name, target, exc)
 
 
-# ---- workers forked ahead of the run (warm run workers only) ---------------------------------------------
-@dataclass
-class _Preforked:
-    results: Any
-    controls: list[Any]
-    shares: list[Any]  # one pipe each: the worker's share, or None to let it go
-    processes: list[Any]
-
-    def release(self, start: int = 0) -> None:
-        for pipe in self.shares[start:]:
-            try:
-                pipe.send(None)
-            except OSError:
-                pass
-
-
-_preforked: _Preforked | None = None
-
-
-def prefork_workers(count: int) -> None:
-    """Fork ``count`` batch workers now, for the next ``BatchRunner.run`` of this process.
-
-    Only for a process that has a single thread (a run worker fresh from the warm process, see
-    ``scrape_contracts/warm_worker.py``): a forked worker starts in milliseconds where a spawned one imports
-    this package again (about 0.6 s, then the run waits for it). Workers nobody uses exit with the run.
-    """
-    global _preforked
-    ctx = multiprocessing.get_context("fork")
-    results = ctx.Queue()
-    controls = [ctx.Queue() for _ in range(count)]
-    pipes = [ctx.Pipe(duplex=False) for _ in range(count)]
-    writers = [sender for _, sender in pipes]
-    processes = []
-    for index in range(count):
-        process = ctx.Process(target=_preforked_main, args=(pipes[index][0], writers, results, controls[index]),
-                              daemon=True)
-        process.start()
-        processes.append(process)
-    for receiver, _ in pipes:
-        receiver.close()
-    _preforked = _Preforked(results, controls, writers, processes)
-
-
-def _preforked_main(receive: Any, writers: list[Any], results: Any, control: Any) -> None:
-    for sender in writers:  # else this worker would keep its own pipe open and never see the run end
-        sender.close()
-    # the run's process had imported Dagster and all: keep those objects out of this worker's collections
-    # (a full collection walking them on every few thousand allocations halved a first sweep's rate)
-    gc.freeze()
-    try:
-        share = receive.recv()
-    except EOFError:  # the run's process ended without a batch
-        return
-    if share is not None:
-        _worker_main(share, results, control)
-
-
-def _take_preforked(count: int) -> _Preforked | None:
-    global _preforked
-    taken, _preforked = _preforked, None
-    if taken is None:
-        return None
-    if len(taken.processes) < count or not all(p.is_alive() for p in taken.processes[:count]):
-        taken.release()
-        return None
-    taken.release(count)
-    return taken
-
-
 # ---- the runner: the run's own process ------------------------------------------------------------------
 class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
@@ -373,7 +304,7 @@ class BatchRunner:
         # never more workers than requests allowed per host: each worker gets a whole share of the politeness
         count = max(1, min(self.settings.parse_workers, self.settings.per_host, len(targets) or 1))
         in_threads = self.settings.parse_workers <= 0
-        preforked = None if in_threads else _take_preforked(count)
+        preforked = None if in_threads else take_preforked(count)
         # spawn, not fork: the run's process has threads (Dagster's), and a forked child would inherit their
         # locks mid-flight (workers forked before those threads started are the exception: prefork_workers)
         ctx = None if in_threads else multiprocessing.get_context("spawn")

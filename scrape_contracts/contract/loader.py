@@ -127,13 +127,20 @@ def _messages(exc: ValidationError, node: yaml.Node | None, file: str) -> list[C
 _PARSED: dict[tuple[Any, ...], tuple[Contract | None, list[ContractError]]] = {}
 
 
+def forget_parsed() -> None:
+    """Drop the parsed files: the next load reads every file again (a targets file may have changed)."""
+    _PARSED.clear()
+
+
 def load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError]]:
     try:
         stat = path.stat()
     except OSError:
         return _load_contract_file(path)
-    # validation reads settings (allowed roots, limits): the same file under other settings is another load
-    environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("SCRAPE_CONTRACTS_")))
+    # validation reads settings (allowed roots, limits): the same file under other settings is another load;
+    # where the folder was named from does not change it (the CLI sets SCRAPE_CONTRACTS_DIR between loads)
+    environment = tuple(sorted((k, v) for k, v in os.environ.items()
+                               if k.startswith("SCRAPE_CONTRACTS_") and k != "SCRAPE_CONTRACTS_DIR"))
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, environment)
     if key not in _PARSED:
         if len(_PARSED) > 256:

@@ -36,6 +36,7 @@ from scrape_contracts.adapters.store import ProjectStore, SelectorVersion
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.service import gate, scrape
+from scrape_contracts.service.breaker import HostBreaker
 from scrape_contracts.service.prefork import take_preforked
 from scrape_contracts.service.records import (
     FetchFailure, Previous, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
@@ -186,6 +187,7 @@ class _Worker:
         self.results = results
         self.control = control
         self.selectors = share.selectors
+        self.breaker = HostBreaker()
 
     def _latest_selectors(self) -> SelectorVersion:
         # a heal elsewhere in the batch: use its selectors from now on
@@ -227,8 +229,12 @@ class _Worker:
 
         async def lane() -> None:
             for target in pending:
-                async with per_host[urlsplit(target.url).hostname or ""]:
-                    item = await self.fetch(fetcher, target)
+                where = urlsplit(target.url)
+                item = self.breaker.refuse(where.netloc, target.url)  # its host is down: not asked again
+                if item is None:
+                    async with per_host[where.hostname or ""]:
+                        item = await self.fetch(fetcher, target)
+                    self.breaker.record(where.netloc, item)
                 # parsing here holds the loop for a few ms: the other lanes' bytes wait in the kernel
                 outbox.append(self.process(target, item))
                 if len(outbox) >= _SEND_AT:

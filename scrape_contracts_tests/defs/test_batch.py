@@ -258,3 +258,49 @@ def test_batch_runs_in_a_thread_or_in_worker_processes(sqlite_harness: Harness, 
     assert result.success
     assert sorted(v.partition for v in harness.store.latest_accepted_all("shop")) == ["t1", "t3"]
     assert harness.accepted("shop", "t3") == {"title": "B3", "sku": "BK-3", "price": 4.0}
+
+
+def test_a_host_that_is_down_is_not_asked_for_every_target(sqlite_harness: Harness, site) -> None:
+    """2,000 targets of a host that refused connections kept a batch busy for minutes (every target's full
+    retry schedule); now the rest of that host's targets fail at once, and other hosts are untouched."""
+    import socket
+    import threading
+
+    from scrape_contracts.events import batch_summaries
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    accepted = []
+
+    def hang_up() -> None:  # accepts and closes at once: the fetcher sees a dropped connection, we count it
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    down = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    urls = {f"d{i:02d}": f"{down}/p/{i}" for i in range(40)}
+    for i in range(3):
+        site.set_page(f"/p/{i}", product_page(f"Book {i}", f"BK-{i}", f"${10 + i}.00"))
+        urls[f"up{i}"] = site.url(f"/p/{i}")
+    path = sqlite_harness.write_product_contract("shop", urls)
+    path.write_text(path.read_text().replace("retries: 0", "retries: 2"))
+    try:
+        result = run_batch(sqlite_harness, "shop")
+    finally:
+        listener.close()
+    assert result.success
+    [summary] = batch_summaries(sqlite_harness.instance, "shop", [result.run_id])
+    reasons = {f["partition"]: f["reason"] for f in summary["failures"]}
+    assert set(reasons) == set(k for k in urls if k.startswith("d"))
+    not_tried = [k for k, reason in reasons.items() if "so the rest of its targets in this run were not tried" in reason]
+    assert len(not_tried) >= 25, reasons
+    # three tries for each target asked before the breaker tripped, instead of 120 connections in all
+    assert len(accepted) <= 3 * (5 + 2 * 8), len(accepted)
+    for i in range(3):
+        assert sqlite_harness.accepted("shop", f"up{i}")["price"] == 10.0 + i

@@ -161,3 +161,47 @@ def test_source_fingerprint_changes_when_code_does(tmp_path: Path) -> None:
     assert source_fingerprint([tmp_path]) != before
     (tmp_path / "pkg" / "b.py").write_text("")
     assert source_fingerprint([tmp_path])[1] == 2
+
+
+def test_preloaded_code_location_is_used_only_while_the_contracts_folder_is_unchanged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm process loads the contracts once; a run forked from it reuses them only while every file of
+    the folder is as it was, else the run reads them again."""
+    from scrape_contracts import warm_worker
+    from scrape_contracts.contract import loader
+
+    folder = tmp_path / "contracts"
+    folder.mkdir()
+    contract = folder / "shop.yaml"
+    text = ("name: shop\ntargets:\n  - url: http://127.0.0.1:9/a\n    key: a\n{more}fetch:\n"
+            "  allow_private_addresses: true\nfields:\n  title:\n    selector: h1\n")
+    contract.write_text(text.format(more=""))
+    monkeypatch.setenv("SCRAPE_CONTRACTS_DIR", str(folder))
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    threads = threading.active_count()
+    try:
+        warm_worker.preload_instance_modules()
+        warm_worker.preload_code_location()
+        preloaded = sys.modules[warm_worker.CODE_LOCATION]
+        assert warm_worker._preloaded is not None
+        assert threading.active_count() == threads  # the warm process must stay safe to fork
+
+        warm_worker._forget_stale_code_location()  # what a forked run does first: nothing changed
+        assert sys.modules[warm_worker.CODE_LOCATION] is preloaded
+
+        contract.write_text(text.format(more="  - url: http://127.0.0.1:9/b\n    key: b\n"))
+        warm_worker._forget_stale_code_location()  # the contract changed: load from disk
+        assert warm_worker.CODE_LOCATION not in sys.modules
+        [loaded] = loader.load_contracts().contracts
+        assert [t.key for t in loaded.contract.static_targets] == ["a", "b"]
+
+        # a folder that does not load is left to the runs (each reports it)
+        contract.write_text("name: [broken\n")
+        warm_worker.preload_code_location()
+        assert warm_worker.CODE_LOCATION not in sys.modules and warm_worker._preloaded is None
+        warm_worker._forget_stale_code_location()
+        assert warm_worker.CODE_LOCATION not in sys.modules
+    finally:
+        sys.modules.pop(warm_worker.CODE_LOCATION, None)
+        loader.forget_parsed()

@@ -667,5 +667,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         _INSTANCES.clear()  # one command's instance: the next main() (tests, embedding) opens its own
 
 
+def console() -> None:
+    """The ``scrape-contracts`` command: ``main()``, then an exit that skips tearing the interpreter down.
+
+    Freeing the objects Dagster leaves behind took 0.5–2 s after the last line was printed, a large part of
+    a short command such as ``run --wait`` on an unchanged sweep. Exit handlers still run and non-daemon
+    threads are waited for; only the teardown of modules and objects is skipped, as ``os._exit`` does.
+    """
+    import atexit
+    import threading
+
+    code = main()
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # `| head` closed it: what it wanted was written
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

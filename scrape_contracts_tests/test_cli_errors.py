@@ -189,3 +189,20 @@ def test_run_with_a_workspace_that_does_not_load(home: Path, tmp_path: Path, cap
                       str(workspace)], capsys)
     assert code == 1 and len(err.splitlines()) == 1, err
     assert f"cannot load the code location of {workspace}" in err and "no_such_module_xyz" in err
+
+
+def test_the_command_exits_with_mains_status_and_everything_printed(home: Path) -> None:
+    """The installed command skips the interpreter's teardown (cli.console): its status and its whole output
+    must still come through, through a pipe too, and an exit handler still runs."""
+    script = str(BIN / "scrape-contracts")
+    ok = subprocess.run([script, "validate"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and ok.stdout.count("\n") >= 3 and ok.stdout.endswith("\n"), ok.stdout + ok.stderr
+    assert ok.stdout.splitlines()[-1] == "3 valid contract(s), 0 error(s)"  # the last line, flushed
+    refused = subprocess.run([script, *REVIEW], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and refused.stderr.startswith("error: ") and "Traceback" not in refused.stderr
+    marker = home / "atexit-ran"
+    code = ("import atexit, sys; from scrape_contracts import cli; "
+            f"atexit.register(lambda: open({str(marker)!r}, 'w').write('yes')); sys.argv = ['x', 'validate']; "
+            "cli.console()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and marker.read_text() == "yes", done.stderr

@@ -67,6 +67,35 @@ def test_a_block_is_much_cheaper_than_dagsters_event_by_event(tmp_path: Path) ->
     assert ours * 4 < theirs, (ours, theirs)
 
 
+def test_a_new_runs_file_is_a_copy_of_a_template_that_dagster_reads_as_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's ``.db`` is copied from an empty one made once, not built: Dagster's own storage (and its
+    Alembic check) must take the copy, and the template must not pass for a run."""
+    import glob
+    import sqlalchemy as sa
+    from dagster._core.storage.sql import check_alembic_revision, get_alembic_config
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log
+
+    ours = PooledSqliteEventLogStorage(str(tmp_path))
+    ours.store_event_batch(_materialisations("run-1", 3))  # makes the template, then the copy
+    built = []
+    monkeypatch.setattr(SqliteEventLogStorage, "_initdb", lambda *args, **kw: built.append(args))
+    ours.store_event_batch(_materialisations("run-2", 3))
+    assert built == []  # copied, not built (0.2-0.4 s each)
+    assert glob.glob(str(tmp_path / ".run-shard-template-*.sqlite")) and not glob.glob(str(tmp_path / "*.tmp"))
+    assert sorted(ours.get_all_run_ids()) == ["run-1", "run-2"]
+    monkeypatch.undo()
+
+    theirs = SqliteEventLogStorage(str(tmp_path))  # Dagster's own class on the same files
+    assert [e.dagster_event.partition for e in theirs.get_logs_for_run("run-2")] == ["p0000", "p0001", "p0002"]
+    engine = sa.create_engine(theirs.conn_string_for_shard("run-2"))
+    with engine.connect() as conn:
+        db_revision, head = check_alembic_revision(get_alembic_config(sqlite_event_log.__file__), conn)
+        assert db_revision == head and conn.execute(sa.text("PRAGMA journal_mode")).scalar() == "wal"
+    engine.dispose()
+    ours.dispose()
+
+
 def test_a_watcher_sees_events_written_by_the_pooled_storage(tmp_path: Path) -> None:
     """The webserver's live run view watches the run's file: run shards still close their connection."""
     storage = PooledSqliteEventLogStorage(str(tmp_path))

@@ -13,7 +13,8 @@ Policy (``RetentionPolicy``, configured by ``SCRAPE_CONTRACTS_RETENTION_DAYS`` a
   stores its page before its candidate.
 
 Fingerprints go with them: those of each target's newest accepted version and of open candidates are kept
-always, others ``keep_days`` days.
+always, others ``keep_days`` days. The candidates of unchanged pages (one row per target per sweep, saying
+only "nothing new") go after ``keep_days`` days too, each target's newest one excepted.
 """
 
 from __future__ import annotations
@@ -45,10 +46,11 @@ class RetentionReport:
     pages_kept: int
     pages_removed: int
     fingerprints_removed: int  # candidates whose fingerprints were forgotten
+    unchanged_removed: int = 0  # candidates of unchanged pages deleted
 
     def as_dict(self) -> dict[str, int]:
         return {"pages_kept": self.pages_kept, "pages_removed": self.pages_removed,
-                "fingerprints_removed": self.fingerprints_removed}
+                "fingerprints_removed": self.fingerprints_removed, "unchanged_removed": self.unchanged_removed}
 
 
 def prune(store: ProjectStore, artifacts: ArtifactStore, policy: RetentionPolicy,
@@ -63,5 +65,6 @@ def prune(store: ProjectStore, artifacts: ArtifactStore, policy: RetentionPolicy
     stale = fingerprints.candidates() - kept_ids
     forgotten = len(stale)
     fingerprints.delete(stale)
+    unchanged = retention.forget_unchanged(store.engine, since)
     return RetentionReport(pages_kept=artifacts.count(), pages_removed=removed,
-                           fingerprints_removed=forgotten)
+                           fingerprints_removed=forgotten, unchanged_removed=unchanged)

@@ -82,3 +82,31 @@ def test_retention_grace_spares_pages_of_runs_in_flight(sqlite_harness: Harness,
     assert artifacts.exists(stray)
     _retention(harness, keep_days=0)
     assert not artifacts.exists(stray)
+
+
+def test_retention_forgets_old_unchanged_candidates_but_each_targets_newest(harness: Harness, site) -> None:
+    site.set_page("/p/a", product_page("Book A", "BK-A", "$10.00"))
+    site.set_page("/p/b", product_page("Book B", "BK-B", "$20.00"))
+    harness.write_product_contract("shop", {"a": site.url("/p/a"), "b": site.url("/p/b")})
+    for _ in range(3):
+        for key in ("a", "b"):
+            harness.run("shop", key)
+    site.set_page("/p/b", product_page("Book B", "BK-B", "$99.00"))  # beyond the change limit: for review
+    harness.run("shop", "b")
+    store = harness.store
+
+    def statuses(key: str) -> list[str]:
+        import sqlalchemy as sa
+
+        from scrape_contracts.adapters.schema import candidates
+
+        with store.engine.connect() as conn:
+            return sorted(conn.execute(sa.select(candidates.c.status).where(
+                candidates.c.contract == "shop", candidates.c.partition == key)).scalars())
+
+    assert statuses("a") == ["accepted", "unchanged", "unchanged"]
+    assert _retention(harness, keep_days=30)["unchanged_removed"] == 0  # all recent
+    assert _retention(harness, keep_days=0)["unchanged_removed"] == 3  # a's older one, b's two
+    assert statuses("a") == ["accepted", "unchanged"]  # its newest stays
+    assert statuses("b") == ["accepted", "quarantined"]
+    assert harness.accepted("shop", "a")["price"] == 10.0 and harness.accepted("shop", "b")["price"] == 20.0

@@ -23,6 +23,8 @@ _WS = re.compile(r"\s+")
 _NON_CONTENT = ("script", "style", "noscript", "template")
 # parsel binds EXSLT's regular expressions (re:test, re:match, re:replace), which lxml runs with Python's
 # re module inside the XPath call: no time limit can reach them. A field's ``pattern`` is the bounded way.
+# the namespaces parsel binds for every query (EXSLT sets and regular expressions)
+_EXSLT = {"re": "http://exslt.org/regular-expressions", "set": "http://exslt.org/sets"}
 _EXSLT_REGEX = re.compile(r"(?<![\w.-])re:(?:test|match|replace)\s*\(")
 
 
@@ -156,6 +158,21 @@ def select(root: parsel.Selector, selector: str, budget: SelectorBudget | None =
     return root.xpath(compile_selector(selector))
 
 
+def select_nodes(root: parsel.Selector, selector: str, budget: SelectorBudget | None = None) -> list:
+    """``select`` without parsel's wrapping: the lxml elements, strings or number the selector yields.
+    The healer tries hundreds of selectors per page, and wrapping every element they match in a
+    ``parsel.Selector`` cost as much as evaluating them."""
+    if budget is not None:
+        budget.check(selector)
+    result = _evaluator(compile_selector(selector))(root.root)
+    return result if isinstance(result, list) else [result]
+
+
+@lru_cache(maxsize=4096)
+def _evaluator(xpath: str) -> etree.XPath:
+    return etree.XPath(xpath, namespaces=_EXSLT, smart_strings=False)
+
+
 def normalise_space(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
@@ -167,7 +184,12 @@ def node_text(node: parsel.Selector) -> str:
         return normalise_space(root)
     if not hasattr(root, "tag"):
         return normalise_space(str(root))
-    return normalise_space(" ".join(_visible_text(root)))
+    return element_text(root)
+
+
+def element_text(element: etree._Element) -> str:
+    """Visible text of an lxml element (script/style excluded), as ``node_text`` reads it."""
+    return normalise_space(" ".join(_visible_text(element)))
 
 
 def _visible_text(element) -> list[str]:

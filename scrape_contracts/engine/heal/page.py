@@ -34,7 +34,7 @@ from scrape_contracts.engine.select import (
     is_xpath,
     normalise_space,
     parse_html,
-    select,
+    select_nodes,
 )
 
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ class Page:
         self.scan_cache: dict[tuple, list[tuple[etree._Element, str, str, Any]]] = {}
         self._sites: list[tuple[etree._Element, str, str]] | None = None
         self.shape_cache: dict[tuple, bool] = {}
+        self.selected: dict[str, list[etree._Element] | LimitExceeded] = {}  # select_elements' answers
         self.memo: dict[str, Any] = {}  # page-wide indexes of other modules (memory's look-alike index)
         self._classes: dict[etree._Element, tuple[str, ...]] = {}
         self._unstable: dict[str, bool] = {}
@@ -317,13 +318,20 @@ def split_selector(selector: str) -> tuple[str, str]:
 
 def select_elements(page: Page, selector: str, *, own: bool = False) -> list[etree._Element]:
     """Elements ``selector`` matches; a selector over the cost limit raises for the contract's ``own``
-    selector (the field is refused, naming the limit) and matches nothing for one the healer made up."""
-    try:
-        nodes = select(page.sel, selector, page.budget)
-    except (SelectorError, ValueError, etree.XPathError):
-        return []
-    except LimitExceeded:
+    selector (the field is refused, naming the limit) and matches nothing for one the healer made up.
+    Memoised per page: the fields of one call try many of the same selectors."""
+    found = page.selected.get(selector)
+    if found is None:
+        try:
+            nodes = select_nodes(page.sel, selector, page.budget)
+            found = [n for n in nodes if isinstance(getattr(n, "tag", None), str)]
+        except (SelectorError, ValueError, etree.XPathError):
+            found = []
+        except LimitExceeded as exc:
+            found = exc
+        page.selected[selector] = found
+    if isinstance(found, LimitExceeded):
         if own:
-            raise
+            raise found
         return []
-    return [n.root for n in nodes if isinstance(getattr(n.root, "tag", None), str)]
+    return list(found)

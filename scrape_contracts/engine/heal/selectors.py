@@ -17,7 +17,7 @@ from scrape_contracts.engine.heal.page import Page, on_one_branch, select_elemen
 from scrape_contracts.engine.heal.spec import same_value
 from scrape_contracts.engine.heal.vocabulary import UTILITY_CLASS, content_words
 from scrape_contracts.engine.limits import LimitExceeded
-from scrape_contracts.engine.select import SelectorError, node_text, normalise_space, select
+from scrape_contracts.engine.select import SelectorError, element_text, normalise_space
 
 if TYPE_CHECKING:
     from scrape_contracts.engine.heal.candidates import Candidate
@@ -236,30 +236,35 @@ def build_selector(
         tried += 1
         if tried > limit:
             break
-        element_sel, _ = split_selector(selector)
+        element_sel, src = split_selector(selector)
         matched = select_elements(ctx.after, element_sel)
         if len(matched) != 1 or matched[0] is not cand.el:
             continue
         # a selector that on the old page picks some other element describes that element, not ours
         if ctx.recall.picks_other(element_sel):
-            if fallback is None and _reextracts(ctx, selector, cand.value):
+            if fallback is None and _reextracts(ctx, selector, src, cand.el, cand.value):
                 fallback = (selector, kind)
             continue
-        if _reextracts(ctx, selector, cand.value):
+        if _reextracts(ctx, selector, src, cand.el, cand.value):
             return selector, kind
     return fallback
 
 
-def _reextracts(ctx: Context, selector: str, value: Any) -> bool:
+def _reextracts(ctx: Context, selector: str, src: str, el: etree._Element, value: Any) -> bool:
+    """What the extractor reads with ``selector`` (whose element part matched only ``el``) is ``value``."""
     try:
-        nodes = select(ctx.after.sel, selector, ctx.after.budget)
-    except (SelectorError, ValueError, etree.XPathError, LimitExceeded):
+        ctx.after.budget.check(selector)
+    except (SelectorError, LimitExceeded):
         return False
-    texts = [node_text(n) for n in nodes if node_text(n)]
-    if len(texts) != 1:
+    if src == "text":
+        text = element_text(el)
+    else:
+        raw = el.get(src[5:])
+        text = normalise_space(raw) if raw is not None else ""
+    if not text:
         return False
     try:
-        parsed = ctx.spec.parse(texts[0], ctx.after.limits, ctx.after.base_url)
+        parsed = ctx.spec.parse(text, ctx.after.limits, ctx.after.base_url)
         return same_value(parsed, value) and ctx.spec.violation(value, ctx.policy) is None
     except ValueParseError:
         return False

@@ -37,7 +37,7 @@ from scrape_contracts.engine.heal.decision import heal_field
 from scrape_contracts.engine.heal.memory import FieldMemory
 from scrape_contracts.engine.heal.memory import remember as remember_fields
 from scrape_contracts.engine.heal.names import is_unstable_token
-from scrape_contracts.engine.heal.page import Deadline, Page
+from scrape_contracts.engine.heal.page import Deadline, Page, Texts
 from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
 from scrape_contracts.engine.heal.result import HEALED, HealResult, RefusalReason, refusal
 from scrape_contracts.engine.heal.spec import HealSpec
@@ -64,8 +64,9 @@ def heal(before_html: str | None, after_html: str, fields: Mapping[str, HealSpec
     selector of the contract that field."""
     deadline = Deadline(clock, limits.heal_timeout_s)
     try:
-        before = Page(before_html, limits, deadline, policy, page_url) if before_html else None
-        after = Page(after_html, limits, deadline, policy, page_url)
+        texts = Texts()  # both pages share most texts: each is parsed and read once per call
+        before = Page(before_html, limits, deadline, policy, page_url, texts) if before_html else None
+        after = Page(after_html, limits, deadline, policy, page_url, texts)
     except LimitExceeded as exc:
         return {name: refusal(RefusalReason.LIMIT_EXCEEDED, str(exc), 0, limit=exc.limit, setting=exc.setting)
                 for name in fields}

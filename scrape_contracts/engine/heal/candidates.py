@@ -77,17 +77,21 @@ def _scan_values(
     old_has_currency = bool(CURRENCY.search(old_raw))
     bare = spec.bare
     max_string = max(policy.max_string_text, 2 * len(str(spec.before or "")))
-    sites = page.sites()
+    exact = needle[1:] if needle is not None and needle.startswith("=") else None
+    # every site's text is normalised (stripped): the one text a plain string equals is looked up, and a
+    # number's texts are among those with a digit
+    if exact is not None:
+        sites = page.sites_of(exact)
+    else:
+        sites = page.digit_sites() if spec.numeric else page.sites()
     if old_attr and old_attr not in VALUE_ATTRS:
-        sites = sites + [
+        extra = [
             (el, old_src, normalise_space(el.get(old_attr) or ""))
             for el in page.elements
             if el.get(old_attr) and (el not in page.hidden or el.tag == "meta")
         ]
-    exact = needle[1:] if needle is not None and needle.startswith("=") else None
+        sites = sites + [site for site in extra if exact is None or site[2].strip() == exact]
     for el, src, raw in sites:
-        if exact is not None and raw.strip() != exact:
-            continue
         if spec.numeric:
             longest = policy.max_numeric_text if spec.pattern is None else max_string
             if len(raw) > longest or not DIGIT.search(raw):
@@ -95,7 +99,7 @@ def _scan_values(
             if needle is not None and needle not in raw and needle not in NON_DIGIT.sub("", raw):
                 continue
             if spec.pattern is None:
-                key = (raw, spec.type, allowed_numbers, allowed_words)
+                key = (raw, spec.type, spec.normalise, allowed_numbers, allowed_words)
                 ok = page.shape_cache.get(key)
                 if ok is None:
                     ok = page.shape_cache[key] = _number_like(

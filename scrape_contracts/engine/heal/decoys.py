@@ -107,26 +107,14 @@ def flags_of(page: Page, el: etree._Element) -> frozenset[Flag]:
 
 
 def _compute_flags(page: Page, el: etree._Element) -> frozenset[Flag]:
-    flags: set[Flag] = set()
-    for depth, node in enumerate([el, *el.iterancestors()]):
-        tag = node.tag if isinstance(node.tag, str) else ""
-        tokens = page.context_words(node)
-        if depth <= STRIKE_DEPTH and (
-            tag in STRIKE_TAGS
-            or tokens & STRIKE_TOKENS
+    flags: set[Flag] = set(_section_flags(page, el))
+    for node in (el, *islice(el.iterancestors(), STRIKE_DEPTH)):
+        if (
+            node.tag in STRIKE_TAGS
+            or page.context_words(node) & STRIKE_TOKENS
             or "line-through" in node.get("style", "").replace(" ", "")
         ):
             flags.add(Flag.STRIKE)
-        if tokens & RELATED_TOKENS:
-            flags.add(Flag.RELATED)
-        if (
-            tag in ("nav", "footer")
-            or node.get("role") in ("navigation", "contentinfo", "banner")
-            or tokens & CHROME_TOKENS
-        ):
-            flags.add(Flag.CHROME)
-        if tag == "header" and not any(a.tag in ("main", "article") for a in node.iterancestors()):
-            flags.add(Flag.CHROME)
     label = label_of(page, el)
     own = page.text.get(el, "")
     if (
@@ -142,6 +130,39 @@ def _compute_flags(page: Page, el: etree._Element) -> frozenset[Flag]:
     if is_card(page, el):
         flags.add(Flag.CARD)
     if in_link_list(page, el):
+        flags.add(Flag.CHROME)
+    return frozenset(flags)
+
+
+def _section_flags(page: Page, el: etree._Element) -> frozenset[Flag]:
+    """RELATED and CHROME from ``el`` and every element above it: worked out once per element of the
+    page, each from its parent's (a loop: pages nest deeper than Python recurses)."""
+    cache = page.section_flags
+    chain = []
+    cur = el
+    while cur is not None and cur not in cache:
+        chain.append(cur)
+        cur = cur.getparent()
+    flags = cache[cur] if cur is not None else frozenset()
+    for node in reversed(chain):
+        own = _own_section_flags(page, node)
+        flags = cache[node] = flags | own if own else flags
+    return flags
+
+
+def _own_section_flags(page: Page, node: etree._Element) -> frozenset[Flag]:
+    tag = node.tag if isinstance(node.tag, str) else ""
+    tokens = page.context_words(node)
+    flags: set[Flag] = set()
+    if tokens & RELATED_TOKENS:
+        flags.add(Flag.RELATED)
+    if (
+        tag in ("nav", "footer")
+        or node.get("role") in ("navigation", "contentinfo", "banner")
+        or tokens & CHROME_TOKENS
+    ):
+        flags.add(Flag.CHROME)
+    if tag == "header" and not any(a.tag in ("main", "article") for a in node.iterancestors()):
         flags.add(Flag.CHROME)
     return frozenset(flags)
 

@@ -119,29 +119,33 @@ def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
 
 def similarity(a: Fingerprint, b: Fingerprint, w: SimilarityWeights) -> float:
     """Fingerprint similarity in [0, 1]; components absent on both sides do not count."""
-    num = den = 0.0
-
-    def add(weight: float, value: float) -> None:
-        nonlocal num, den
-        num += weight * value
-        den += weight
-
-    add(w.tag, 1.0 if a.tag == b.tag else w.same_family if a.family == b.family else 0.0)
+    # one running sum, no helper calls: this runs for every candidate against every target and twin
+    num = w.tag * (1.0 if a.tag == b.tag else w.same_family if a.family == b.family else 0.0)
+    den = w.tag
     if a.tag_rare or b.tag_rare:
-        add(w.rare_tag, 1.0 if a.tag == b.tag else 0.0)
+        num += w.rare_tag * (1.0 if a.tag == b.tag else 0.0)
+        den += w.rare_tag
     # names count only when both sides have one: a hashed or missing name is unknown, not different;
     # exact class names and class words weigh half each
     if (a.classes or a.class_tokens) and (b.classes or b.class_tokens):
-        add(w.names, 0.5 * jaccard(a.classes, b.classes) + 0.5 * jaccard(a.class_tokens, b.class_tokens))
+        num += w.names * (0.5 * jaccard(a.classes, b.classes) + 0.5 * jaccard(a.class_tokens, b.class_tokens))
+        den += w.names
     if a.id and b.id:
-        add(w.id, 1.0 if a.id == b.id else jaccard(frozenset(words_of(a.id)), frozenset(words_of(b.id))))
+        num += w.id * (1.0 if a.id == b.id else jaccard(frozenset(words_of(a.id)), frozenset(words_of(b.id))))
+        den += w.id
     if a.sem and b.sem:
-        add(w.semantic_attrs, jaccard(a.sem, b.sem))
+        num += w.semantic_attrs * jaccard(a.sem, b.sem)
+        den += w.semantic_attrs
     if a.label or b.label:
-        add(w.label, label_similarity(a.label, b.label, w.label_trigrams))
-    add(w.ancestors, weighted_jaccard(a.anc, b.anc))
+        num += w.label * label_similarity(a.label, b.label, w.label_trigrams)
+        den += w.label
+    num += w.ancestors * weighted_jaccard(a.anc, b.anc)
+    den += w.ancestors
     if a.sib or b.sib:
-        add(w.siblings, jaccard(a.sib, b.sib))
-    add(w.position, max(0.0, 1.0 - w.position_slope * abs(a.pos - b.pos)))
-    add(w.source, 1.0 if a.src == b.src else 0.0)
+        num += w.siblings * jaccard(a.sib, b.sib)
+        den += w.siblings
+    num += w.position * max(0.0, 1.0 - w.position_slope * abs(a.pos - b.pos))
+    den += w.position
+    num += w.source * (1.0 if a.src == b.src else 0.0)
+    den += w.source
     return num / den if den else 0.0

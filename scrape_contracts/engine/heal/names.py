@@ -57,6 +57,7 @@ def is_unstable_token(token: str) -> bool:
     return any(_random_segment(seg) for seg in re.split(r"[-_:.]+", token))
 
 
+@lru_cache(maxsize=NAME_CACHE)
 def class_words(class_attr: str) -> frozenset[str]:
     """Meaningful words of all class names, generated ones included: CSS modules keep the author's name
     next to the hash ("Bathrooms_root__95ori" -> bathroom)."""

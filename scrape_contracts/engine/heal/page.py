@@ -19,6 +19,7 @@ from scrape_contracts.engine.heal.names import is_unstable_token, semantic_attrs
 from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec
 from scrape_contracts.engine.heal.vocabulary import (
+    DIGIT,
     NON_CONTENT,
     NOT_CANDIDATE,
     STOP,
@@ -61,11 +62,21 @@ class Deadline:
             raise LimitExceeded("heal_timeout_s", self.seconds, "the heal took too long")
 
 
+class Texts:
+    """What a text says, whichever page of one heal call it is on: its typed value per field type, and
+    whether it reads as one number. The last good page and the new one share most of their texts."""
+
+    def __init__(self) -> None:
+        self.parsed: dict[tuple, Any] = {}
+        self.shapes: dict[tuple, bool] = {}
+
+
 class Page:
     """One parsed page plus lazily computed, per-call caches (never shared between calls)."""
 
     def __init__(self, html: str, limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None,
-                 policy: HealPolicy = DEFAULT_POLICY, url: str | None = None) -> None:
+                 policy: HealPolicy = DEFAULT_POLICY, url: str | None = None,
+                 texts: Texts | None = None) -> None:
         self.sel = parse_html(html)
         self.limits = limits
         self.policy = policy
@@ -86,19 +97,23 @@ class Page:
         self.fingerprints: dict[tuple[etree._Element, str], Fingerprint] = {}
         self.labels: dict[etree._Element, str] = {}
         self.flags: dict[etree._Element, frozenset[str]] = {}
+        self.section_flags: dict[etree._Element, frozenset[str]] = {}  # decoys: flags from above
         self.cards: dict[etree._Element, bool] = {}
         self.lookalikes: dict[etree._Element, dict[tuple[str, frozenset[str]], int]] = {}
         self.bare_links: dict[etree._Element, int] = {}
         self.scan_cache: dict[tuple, list[tuple[etree._Element, str, str, Any]]] = {}
         self._sites: list[tuple[etree._Element, str, str]] | None = None
-        self.shape_cache: dict[tuple, bool] = {}
+        self._digit_sites: list[tuple[etree._Element, str, str]] | None = None
+        self._sites_by_raw: dict[str, list[tuple[etree._Element, str, str]]] | None = None
+        texts = texts or Texts()
+        self.shape_cache = texts.shapes
         self.selected: dict[str, list[etree._Element] | LimitExceeded] = {}  # select_elements' answers
         self.memo: dict[str, Any] = {}  # page-wide indexes of other modules (memory's look-alike index)
         self._classes: dict[etree._Element, tuple[str, ...]] = {}
         self._unstable: dict[str, bool] = {}
         self._node_tokens: dict[etree._Element, tuple[str, ...]] = {}
         self._context_words: dict[etree._Element, frozenset[str]] = {}
-        self._parsed: dict[tuple, Any] = {}
+        self._parsed = texts.parsed
         self._tag_counts: dict[str, int] | None = None
         self._identity_index: dict[str, list[etree._Element]] | None = None
         self._by_text: dict[str, list[etree._Element]] | None = None
@@ -225,7 +240,7 @@ class Page:
         return self._parse_key(raw, spec.type, spec.pattern, spec.normalise)
 
     def _parse_key(self, raw: str, ftype: str, pattern: str | None, normalise: tuple[str, ...]) -> Any:
-        key = (raw, ftype, pattern, normalise)
+        key = (raw, ftype, pattern, normalise, self.base_url)
         if key not in self._parsed:
             try:
                 self._parsed[key] = parse_value(raw, ftype, pattern, normalise, limits=self.limits,
@@ -252,6 +267,21 @@ class Page:
                         out.append((el, f"attr:{attr}", normalise_space(value)))
             self._sites = out
         return self._sites
+
+    def digit_sites(self) -> list[tuple[etree._Element, str, str]]:
+        """The ``sites`` whose text has a digit: the only ones a number can come from."""
+        if self._digit_sites is None:
+            self._digit_sites = [site for site in self.sites() if DIGIT.search(site[2])]
+        return self._digit_sites
+
+    def sites_of(self, raw: str) -> list[tuple[etree._Element, str, str]]:
+        """The ``sites`` whose text is exactly ``raw``."""
+        if self._sites_by_raw is None:
+            index: dict[str, list[tuple[etree._Element, str, str]]] = {}
+            for site in self.sites():
+                index.setdefault(site[2], []).append(site)
+            self._sites_by_raw = index
+        return self._sites_by_raw.get(raw, [])
 
     def raw_value(self, el: etree._Element, src: str) -> str:
         if src == "text":

@@ -200,6 +200,7 @@ def expand_synonyms(tokens: Iterable[str]) -> frozenset[str]:
         out |= SYNONYM_OF.get(token, frozenset())
     return frozenset(out)
 
+@lru_cache(maxsize=1 << 14)  # pure; labels and values are compared with every candidate's
 def trigrams(text: str) -> frozenset[str]:
     padded = f"  {text} "
     return frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
@@ -212,11 +213,21 @@ def jaccard(a: frozenset | set, b: frozenset | set) -> float:
 
 
 def weighted_jaccard(a: Mapping[str, float], b: Mapping[str, float]) -> float:
-    keys = a.keys() | b.keys()
-    if not keys:
-        return 0.0
-    top = sum(min(a.get(k, 0.0), b.get(k, 0.0)) for k in keys)
-    bottom = sum(max(a.get(k, 0.0), b.get(k, 0.0)) for k in keys)
+    # one pass over each side (the hottest comparison of a heal: every candidate against every target)
+    top = bottom = 0.0
+    for key, x in a.items():
+        y = b.get(key)
+        if y is None:
+            bottom += x
+        elif x < y:
+            top += x
+            bottom += y
+        else:
+            top += y
+            bottom += x
+    for key, y in b.items():
+        if key not in a:
+            bottom += y
     return top / bottom if bottom else 0.0
 
 

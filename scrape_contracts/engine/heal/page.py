@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from lxml import etree
 
 from scrape_contracts.engine.extract import ValueParseError, base_of, parse_value
+from scrape_contracts.engine.heal import matcher
 from scrape_contracts.engine.heal.names import is_unstable_token, semantic_attrs, stable_id_of
 from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec
@@ -108,6 +109,7 @@ class Page:
         texts = texts or Texts()
         self.shape_cache = texts.shapes
         self.selected: dict[str, list[etree._Element] | LimitExceeded] = {}  # select_elements' answers
+        self._selector_index: matcher.SelectorIndex | None = None
         self.memo: dict[str, Any] = {}  # page-wide indexes of other modules (memory's look-alike index)
         self._classes: dict[etree._Element, tuple[str, ...]] = {}
         self._unstable: dict[str, bool] = {}
@@ -283,6 +285,12 @@ class Page:
             self._sites_by_raw = index
         return self._sites_by_raw.get(raw, [])
 
+    def selector_index(self) -> matcher.SelectorIndex:
+        """The page's elements by tag, id and class, for ``matcher``."""
+        if self._selector_index is None:
+            self._selector_index = matcher.SelectorIndex(self.sel.root, self.elements, self.index)
+        return self._selector_index
+
     def raw_value(self, el: etree._Element, src: str) -> str:
         if src == "text":
             return self.text.get(el, "")
@@ -353,8 +361,13 @@ def select_elements(page: Page, selector: str, *, own: bool = False) -> list[etr
     found = page.selected.get(selector)
     if found is None:
         try:
-            nodes = select_nodes(page.sel, selector, page.budget)
-            found = [n for n in nodes if isinstance(getattr(n, "tag", None), str)]
+            simple = matcher.parse(selector)
+            if simple is not None:
+                page.budget.check(selector)  # the same refusal as by XPath
+                found = matcher.match(page, simple)
+            if found is None:
+                nodes = select_nodes(page.sel, selector, page.budget)
+                found = [n for n in nodes if isinstance(getattr(n, "tag", None), str)]
         except (SelectorError, ValueError, etree.XPathError):
             found = []
         except LimitExceeded as exc:

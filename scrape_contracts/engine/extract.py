@@ -60,6 +60,8 @@ _TEXT_TYPES = {
 }
 _TRUE = {"true", "yes", "1", "in stock", "available", "y"}
 _FALSE = {"false", "no", "0", "out of stock", "unavailable", "sold out", "n"}
+_DIGIT = re.compile(r"\d")
+_NEGATIVE = re.compile(r"^\s*\S{0,3}\s*-\s*\d")  # "-5", "$ -5", "EUR - 5"
 
 
 def apply_normalise(text: str, steps: Iterable[str]) -> str:
@@ -76,14 +78,14 @@ def apply_normalise(text: str, steps: Iterable[str]) -> str:
 
 
 def _to_number(text: str, field_type: str) -> Decimal:
-    if field_type != "price" and not re.search(r"\d", text):
+    if field_type != "price" and not _DIGIT.search(text):
         raise ValueParseError(f"no number in {text!r}")  # price-parser reads "free" as 0: prices only
     # price-parser knows thousands/decimal separators in both conventions ("1.299,00", "1,299.00") and
     # ignores currency symbols wherever they stand; Decimal keeps "12.50" exact for diffing.
     amount = Price.fromstring(text).amount
     if amount is None:
         raise ValueParseError(f"no number in {text!r}")
-    if text.strip().startswith("-") or re.match(r"^\s*\S{0,3}\s*-\s*\d", text):
+    if text.strip().startswith("-") or _NEGATIVE.match(text):
         amount = -abs(amount)
     return amount
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from lxml import etree
@@ -27,6 +28,10 @@ UNIT_WORDS = 2  # a unit after a value ("3 beds") is one or two words
 LABEL_WRAPPERS = 3  # wrappers holding only the value, climbed to find the text before it
 HEADING_DEPTH = 12  # ancestors climbed to find a section heading...
 HEADING_SIBLINGS = 6  # ...and preceding siblings looked at on each level
+LETTER = re.compile(r"[A-Za-z]")
+LETTERS = re.compile(r"[A-Za-z]{2,}")
+NUMBERS_AND_SIGNS = re.compile(r"[\d$€£¥₹%]+")
+PUNCTUATION = re.compile(r"[^\w\s]+")
 
 
 def label_like(text: str) -> bool:
@@ -34,16 +39,17 @@ def label_like(text: str) -> bool:
     text = text.strip()
     return (
         0 < len(text) <= LABEL_CHARS
-        and re.search(r"[A-Za-z]{2,}", text) is not None
+        and LETTERS.search(text) is not None
         and not any(c.isdigit() for c in text)
         and len(text.split()) <= LABEL_WORDS
     )
 
 
 
+@lru_cache(maxsize=1 << 14)  # pure: the same neighbour texts label many candidates
 def clean_label(text: str) -> str:
-    text = re.sub(r"[\d$€£¥₹%]+", " ", text or "")
-    text = re.sub(r"[^\w\s]+", " ", text)
+    text = NUMBERS_AND_SIGNS.sub(" ", text or "")
+    text = PUNCTUATION.sub(" ", text)
     return normalise_space(text).lower()[:LABEL_KEPT]
 
 
@@ -75,7 +81,7 @@ def label_of(page: Page, el: etree._Element) -> str:
 def _find_label(page: Page, el: etree._Element) -> str:
     for attr in ("aria-label", "title"):
         value = el.get(attr)
-        if value and re.search(r"[A-Za-z]", value):
+        if value and LETTER.search(value):
             return value
     ref = el.get("aria-labelledby")
     if ref:

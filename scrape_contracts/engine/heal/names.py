@@ -19,6 +19,7 @@ from scrape_contracts.engine.heal.vocabulary import (
 from scrape_contracts.engine.select import normalise_space
 
 MAX_NAME_LENGTH = 60  # longer ids and attribute values are data, not names
+ID_NAME = re.compile(r"[A-Za-z][\w-]*")
 
 
 def _random_segment(segment: str) -> bool:
@@ -77,7 +78,7 @@ def stable_classes(el: etree._Element) -> tuple[str, ...]:
 
 def stable_id_of(el: etree._Element) -> str | None:
     value = (el.get("id") or "").strip()
-    if not value or is_unstable_token(value) or not re.fullmatch(r"[A-Za-z][\w-]*", value):
+    if not value or is_unstable_token(value) or not ID_NAME.fullmatch(value):
         return None
     return value
 

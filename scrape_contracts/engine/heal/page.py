@@ -231,8 +231,7 @@ class Page:
         return self._by_text
 
     def parse(self, spec: HealSpec, raw: str) -> Any:
-        """``spec.parse(raw)`` memoised per page (price parsing dominates on big pages), or UNPARSEABLE."""
-        self.deadline.check()
+        """``spec.parse(raw)`` memoised per call (price parsing dominates on big pages), or UNPARSEABLE."""
         if spec.numeric and spec.pattern is None and not spec.normalise:
             # number and price parse identically, integer adds a whole-number check: parse each text once
             number = self._parse_key(raw, "number", None, ())
@@ -244,6 +243,7 @@ class Page:
     def _parse_key(self, raw: str, ftype: str, pattern: str | None, normalise: tuple[str, ...]) -> Any:
         key = (raw, ftype, pattern, normalise, self.base_url)
         if key not in self._parsed:
+            self.deadline.check()
             try:
                 self._parsed[key] = parse_value(raw, ftype, pattern, normalise, limits=self.limits,
                                                 base_url=self.base_url)

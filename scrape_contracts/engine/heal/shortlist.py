@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from scrape_contracts.engine.heal.candidates import Candidate, slot_of, value_sources
@@ -11,7 +10,7 @@ from scrape_contracts.engine.heal.decoys import decoy_reason
 from scrape_contracts.engine.heal.fingerprint import fingerprint_of
 from scrape_contracts.engine.heal.policy import HealPolicy
 from scrape_contracts.engine.heal.scoring import credit_copies, prefilter_key, score_cheap, score_context
-from scrape_contracts.engine.heal.vocabulary import LABEL_TAGS
+from scrape_contracts.engine.heal.vocabulary import DIGIT, LABEL_TAGS
 
 
 @dataclass
@@ -71,7 +70,7 @@ def shortlist(ctx: Context) -> Shortlist:
 
 def string_shape_ok(before: str, value: str, policy: HealPolicy) -> bool:
     """A changed text may be an edit of the old one, not a different kind of text (a label, a date)."""
-    if bool(re.search(r"\d", before)) != bool(re.search(r"\d", value)):
+    if bool(DIGIT.search(before)) != bool(DIGIT.search(value)):
         return False
     ratio = len(value) / max(1, len(before))
     shortest, longest = policy.changed_text_shape

@@ -15,6 +15,7 @@ from scrape_contracts.engine.limits import DEFAULT_LIMITS, Limits
 
 EPSILON = 1e-9  # float noise: 19.99 parsed twice is the same value
 UNPARSEABLE = object()  # a memoised "this text is not a value of the type"
+ZERO_DECIMALS = re.compile(r"[.,]0+$")
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def specificity(spec: HealSpec, raw: str, scoring: ValueScoring) -> float:
     """How little a match says by coincidence: "3" is on every page, "1,299.00" or a long title is not."""
     if spec.numeric:
         token = NUMBER_TOKEN.search(raw)
-        digits = sum(c.isdigit() for c in re.sub(r"[.,]0+$", "", token.group(0) if token else raw))
+        digits = sum(c.isdigit() for c in ZERO_DECIMALS.sub("", token.group(0) if token else raw))
         by_digits = scoring.digit_specificity
         return by_digits[digits] if digits < len(by_digits) else 1.0
     length = len(raw)

@@ -190,15 +190,24 @@ def _foreign(page: Page, own: Sequence[etree._Element]) -> frozenset[str]:
     """Names of short-text elements (the only ones a candidate's slot can be) held by a few other elements,
     none of them on the field's branch."""
     branch = _branch(own)
-    limit = page.policy.max_string_text
-    shared = page.policy.anchors.identity_shared
     return frozenset(
-        token
-        for token, elements in page.identity_index().items()
-        if len(elements) <= shared
-        and not any(el in branch for el in elements)
-        and any(el.tag == "meta" or 0 < len(page.text.get(el, "")) <= limit for el in elements)
+        token for token, elements in _rare_names(page) if not any(el in branch for el in elements)
     )
+
+
+def _rare_names(page: Page) -> list[tuple[str, list[etree._Element]]]:
+    """(name, its elements) for the names held by at most a few elements, one of them a short text (or a
+    meta): what ``_foreign`` looks at for every field, listed once per page."""
+    if "rare_names" not in page.memo:
+        limit = page.policy.max_string_text
+        shared = page.policy.anchors.identity_shared
+        page.memo["rare_names"] = [
+            (token, elements)
+            for token, elements in page.identity_index().items()
+            if len(elements) <= shared
+            and any(el.tag == "meta" or 0 < len(page.text.get(el, "")) <= limit for el in elements)
+        ]
+    return page.memo["rare_names"]
 
 
 def _twins(page: Page, spec: HealSpec, targets: Sequence[Fingerprint], own: Sequence[etree._Element],

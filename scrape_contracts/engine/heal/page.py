@@ -10,6 +10,7 @@ import json
 import re
 import time
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from lxml import etree
@@ -118,11 +119,14 @@ class Page:
         self._parsed = texts.parsed
         self._tag_counts: dict[str, int] | None = None
         self._identity_index: dict[str, list[etree._Element]] | None = None
+        self._identities: dict[etree._Element, frozenset[str]] = {}
         self._by_text: dict[str, list[etree._Element]] | None = None
         self._jsonld: list[tuple[frozenset[str], Any, bool]] | None = None
 
     def _texts(self) -> dict[etree._Element, str]:
-        # same rule as select.node_text, bottom-up so each element is visited once
+        # same rule as select.node_text, bottom-up so each element is visited once; each text and tail is
+        # normalised once, where it stands, and joined to the children's already normalised texts (the
+        # same string as normalising the whole joined text again at every ancestor)
         out: dict[etree._Element, str] = {}
         for el in reversed(self.elements):
             if el.tag in NON_CONTENT:
@@ -133,8 +137,16 @@ class Page:
                 if isinstance(child.tag, str):
                     parts.append(out.get(child, ""))
                 parts.append(child.tail or "")
-            joined = " ".join(parts)
-            out[el] = normalise_space(joined) if len(joined) <= LONG_TEXT else joined
+            if sum(map(len, parts)) + len(parts) - 1 > LONG_TEXT:
+                out[el] = " ".join(parts)
+                continue
+            pieces = [normalise_space(el.text)] if el.text else []
+            for child in el:
+                if isinstance(child.tag, str):
+                    pieces.append(out.get(child, ""))
+                if child.tail:
+                    pieces.append(normalise_space(child.tail))
+            out[el] = " ".join([piece for piece in pieces if piece])
         return out
 
     def _hidden(self) -> set[etree._Element]:
@@ -201,11 +213,14 @@ class Page:
         """Names that say which element this is within one snapshot: id, classes, naming attributes.
         Generated names count here (they are stable between two fetches of one build); utility classes
         (text-lg, mt-2) do not, they are shared by unrelated elements."""
-        tokens = {f"c:{c}" for c in (el.get("class") or "").split() if not UTILITY_CLASS.match(c)}
-        if el.get("id"):
-            tokens.add(f"i:{el.get('id').strip()}")
-        tokens |= {f"a:{a}={v}" for a, v in semantic_attrs(el) if a in STRONG_ANCHOR_ATTRS}
-        return frozenset(tokens)
+        cached = self._identities.get(el)
+        if cached is None:
+            tokens = {f"c:{c}" for c in (el.get("class") or "").split() if not _utility(c)}
+            if el.get("id"):
+                tokens.add(f"i:{el.get('id').strip()}")
+            tokens |= {f"a:{a}={v}" for a, v in semantic_attrs(el) if a in STRONG_ANCHOR_ATTRS}
+            cached = self._identities[el] = frozenset(tokens)
+        return cached
 
     def identity_index(self) -> dict[str, list[etree._Element]]:
         if self._identity_index is None:
@@ -310,6 +325,11 @@ class Page:
                 _walk_jsonld(doc, (), False, out)
             self._jsonld = out
         return self._jsonld
+
+
+@lru_cache(maxsize=1 << 14)  # pure; class names recur on every page of a site
+def _utility(cls: str) -> bool:
+    return UTILITY_CLASS.match(cls) is not None
 
 
 RELATED_JSONLD_KEYS = frozenset(

@@ -83,14 +83,7 @@ def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
     names = " ".join(
         [*classes, stable_id or "", *(v for a, v in sem if a != "aria-label" or len(v) < ARIA_NAME_CHARS)]
     )
-    anc: dict[str, float] = {}
-    for depth, node in enumerate(el.iterancestors()):
-        if depth >= weights.ancestor_depth or node.tag == "html":
-            break
-        weight = 1.0 / (1.0 + weights.ancestor_decay * depth)
-        for token in page.node_tokens(node):
-            if anc.get(token, 0.0) < weight:
-                anc[token] = weight
+    anc = _ancestry(page, el.getparent())
     sib: set[str] = set()
     for other in (el.getprevious(), el.getnext()):
         if other is not None and isinstance(other.tag, str):
@@ -115,6 +108,26 @@ def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
         pos=page.pos(el),
         tag_rare=el.tag in SEMANTIC_TAGS and page.tag_count(el.tag) <= RARE_TAG_COUNT,
     )
+
+
+def _ancestry(page: Page, parent: etree._Element | None) -> dict[str, float]:
+    """Tokens of the ancestors from ``parent`` up, each at the weight of its nearest occurrence: the same
+    for every child of ``parent`` (computed once per parent; never mutated)."""
+    cached = page.ancestries.get(parent)
+    if cached is None:
+        weights = page.policy.similarity
+        cached = {}
+        node = parent
+        depth = 0
+        while node is not None and depth < weights.ancestor_depth and node.tag != "html":
+            weight = 1.0 / (1.0 + weights.ancestor_decay * depth)
+            for token in page.node_tokens(node):
+                if cached.get(token, 0.0) < weight:
+                    cached[token] = weight
+            node = node.getparent()
+            depth += 1
+        page.ancestries[parent] = cached
+    return cached
 
 
 def similarity(a: Fingerprint, b: Fingerprint, w: SimilarityWeights) -> float:

@@ -159,23 +159,35 @@ def heading_of(page: Page, el: etree._Element) -> str:
     """Text of the nearest section heading (h2-h6) above ``el``, or its section's aria-label."""
     cur = el
     for _ in range(HEADING_DEPTH):
-        parent = cur.getparent()
-        if parent is None:
-            return ""
-        label = parent.get("aria-label")
-        if label and parent.tag in ("section", "aside", "div", "ul", "ol", "nav", "article"):
-            return label
-        sib = cur.getprevious()
-        for _ in range(HEADING_SIBLINGS):
-            if sib is None:
-                break
-            if isinstance(sib.tag, str):
-                if sib.tag in HEADINGS or sib.get("role") == "heading":
-                    return page.text.get(sib, "")
-                # a wrapper holding nothing but a heading (<div class="head"><h2>..</h2></div>)
-                inner = next((h for h in sib.iter(*HEADINGS)), None)
-                if inner is not None and page.text.get(inner) == page.text.get(sib):
-                    return page.text.get(inner, "")
-            sib = sib.getprevious()
-        cur = parent
+        if cur not in page.headings:
+            page.headings[cur] = _heading_beside(page, cur)
+        found = page.headings[cur]
+        if found is not None:
+            return found
+        cur = cur.getparent()
     return ""
+
+
+def _heading_beside(page: Page, cur: etree._Element) -> str | None:
+    """One level of ``heading_of``: its parent's aria-label or a heading among the siblings before ``cur``
+    ("" at the top of the page); None to look one level up. The same for every element below ``cur``, so
+    each level is looked at once per page."""
+    parent = cur.getparent()
+    if parent is None:
+        return ""
+    label = parent.get("aria-label")
+    if label and parent.tag in ("section", "aside", "div", "ul", "ol", "nav", "article"):
+        return label
+    sib = cur.getprevious()
+    for _ in range(HEADING_SIBLINGS):
+        if sib is None:
+            break
+        if isinstance(sib.tag, str):
+            if sib.tag in HEADINGS or sib.get("role") == "heading":
+                return page.text.get(sib, "")
+            # a wrapper holding nothing but a heading (<div class="head"><h2>..</h2></div>)
+            inner = next((h for h in sib.iter(*HEADINGS)), None)
+            if inner is not None and page.text.get(inner) == page.text.get(sib):
+                return page.text.get(inner, "")
+        sib = sib.getprevious()
+    return None

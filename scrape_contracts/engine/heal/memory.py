@@ -113,20 +113,32 @@ class PageRecall:
         self.page = page
         self.targets = tuple(targets)
         self.own = (*targets, *aliases)
+        self._branches: dict[str, set[etree._Element]] = {}
+
+    def _branch(self, of: str) -> set[etree._Element]:
+        """The field's elements (``of`` "own": with its aliases), their ancestors and descendants."""
+        if of not in self._branches:
+            self._branches[of] = _branch(self.own if of == "own" else self.targets)
+        return self._branches[of]
 
     def twins(self, raw: str, most: int) -> list[Fingerprint]:
+        branch = self._branch("own")
         return [fingerprint_of(self.page, other, "text") for other in self.page.by_text().get(raw, ())[:most]
-                if not any(on_one_branch(other, t) for t in self.own)]
+                if other not in branch]
 
     def foreign(self, token: str) -> bool:
         others = self.page.identity_index().get(token)
         if not others or len(others) > self.page.policy.anchors.identity_shared:
             return False
-        return not any(on_one_branch(o, t) for o in others for t in self.own)
+        branch = self._branch("own")
+        return not any(o in branch for o in others)
 
     def picks_other(self, element_selector: str) -> bool:
         old = select_elements(self.page, element_selector)
-        return bool(old) and not any(on_one_branch(o, t) for o in old for t in self.targets)
+        if not old:
+            return False
+        branch = self._branch("targets")
+        return not any(o in branch for o in old)
 
 
 class StoredRecall:

@@ -97,7 +97,9 @@ class Page:
         self.hidden = self._hidden()
         # caches of the modules that read the page (labels, decoys, fingerprint, candidates)
         self.fingerprints: dict[tuple[etree._Element, str], Fingerprint] = {}
+        self.ancestries: dict[etree._Element | None, dict[str, float]] = {}  # fingerprint: per parent
         self.labels: dict[etree._Element, str] = {}
+        self.headings: dict[etree._Element, str | None] = {}  # labels.heading_of, per level
         self.flags: dict[etree._Element, frozenset[str]] = {}
         self.section_flags: dict[etree._Element, frozenset[str]] = {}  # decoys: flags from above
         self.cards: dict[etree._Element, bool] = {}
@@ -247,6 +249,8 @@ class Page:
 
     def parse(self, spec: HealSpec, raw: str) -> Any:
         """``spec.parse(raw)`` memoised per call (price parsing dominates on big pages), or UNPARSEABLE."""
+        if spec.type == "string" and spec.pattern is None and not spec.normalise:
+            return raw.strip()  # what parse_value makes of a plain string (no pattern, no normalise steps)
         if spec.numeric and spec.pattern is None and not spec.normalise:
             # number and price parse identically, integer adds a whole-number check: parse each text once
             number = self._parse_key(raw, "number", None, ())

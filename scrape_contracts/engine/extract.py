@@ -60,6 +60,7 @@ _TEXT_TYPES = {
 }
 _TRUE = {"true", "yes", "1", "in stock", "available", "y"}
 _FALSE = {"false", "no", "0", "out of stock", "unavailable", "sold out", "n"}
+PLAIN_DIGITS = 15  # a text of only this many ASCII digits is read directly (checked against price-parser)
 _DIGIT = re.compile(r"\d")
 _NEGATIVE = re.compile(r"^\s*\S{0,3}\s*-\s*\d")  # "-5", "$ -5", "EUR - 5"
 
@@ -80,6 +81,8 @@ def apply_normalise(text: str, steps: Iterable[str]) -> str:
 def _to_number(text: str, field_type: str) -> Decimal:
     if field_type != "price" and not _DIGIT.search(text):
         raise ValueParseError(f"no number in {text!r}")  # price-parser reads "free" as 0: prices only
+    if text.isascii() and text.isdigit() and len(text) <= PLAIN_DIGITS:
+        return Decimal(text)  # what price-parser reads a bare count as, 50 times faster
     # price-parser knows thousands/decimal separators in both conventions ("1.299,00", "1,299.00") and
     # ignores currency symbols wherever they stand; Decimal keeps "12.50" exact for diffing.
     amount = Price.fromstring(text).amount

@@ -28,13 +28,13 @@ if TYPE_CHECKING:
 _PART = re.compile(
     r"""\#(?P<id>-?[A-Za-z_][A-Za-z0-9_-]*)
       | \.(?P<cls>-?[A-Za-z_][A-Za-z0-9_-]*)
-      | \[(?P<attr>[a-z][a-z0-9_-]*)="(?P<value>(?:[^"\\\n\r\f]|\\[\\"])*)"\]
+      | \[(?P<attr>[a-z][a-z0-9_-]*)="(?P<value>(?:[^"\\\n\r\f]|\\")*)"\]
       | :nth-of-type\((?P<nth>[1-9][0-9]{0,5})\)""",
     re.X,
 )
 _TAG = re.compile(r"[a-z][a-z0-9-]*")
 _COMBINATOR = re.compile(r"[ \t\n\r\f]*([>+])[ \t\n\r\f]*|[ \t\n\r\f]+")
-_UNESCAPE = re.compile(r"\\([\\\"])")
+_ESCAPED_QUOTE = re.compile(r'\\"')  # the one escape read here; cssselect's others (hex) go to XPath
 FAST_POOL = 64  # a compound matching more elements is left to libxml2, which relates them faster...
 SCANNED = 256  # ...as is one whose narrowest index lists more elements than this to look at
 # what XPath's normalize-space() splits a class attribute on
@@ -89,7 +89,7 @@ def _compound(selector: str, pos: int) -> tuple[Compound | None, int]:
         elif part.group("cls"):
             classes.append(part.group("cls"))
         elif part.group("attr"):
-            attrs.append((part.group("attr"), _UNESCAPE.sub(r"\1", part.group("value"))))
+            attrs.append((part.group("attr"), _ESCAPED_QUOTE.sub('"', part.group("value"))))
         elif nth is None and tag:
             nth = int(part.group("nth"))
         else:

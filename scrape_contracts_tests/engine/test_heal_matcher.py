@@ -1,0 +1,87 @@
+"""The healer's own CSS matcher must select exactly what XPath (cssselect's translation) selects."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from price_parser import Price
+
+from scrape_contracts.engine.extract import parse_value
+from scrape_contracts.engine.heal import matcher
+from scrape_contracts.engine.heal.page import Page, select_elements
+from scrape_contracts.engine.select import parse_html, select
+
+PAGE = """<html><body>
+<main id="main" class="page  wide">
+  <div class="card product" data-testid="card"><h2>One</h2><span class="price now">$1</span>
+    <!-- a comment between siblings --><span class="price was">$2</span><span>x</span></div>
+  <div class="card"><h2 class="title">Two</h2>
+    <p><span class="price">$3</span></p><span class="price\tnow">$4</span></div>
+  <div class="card product"><span data-x='say "hi"'>q</span><span data-x="a\\b">r</span>
+    <span class="PRICE">$5</span><span class="pricey">$6</span><span class="pr&#160;ice">$7</span></div>
+  <section aria-label="More"><div class="card"><span class="price">$8</span></div></section>
+</main>
+<footer><span class="price">$9</span></footer>
+</body></html>"""
+
+SELECTORS = [
+    "span", ".price", "span.price", ".price.now", "span.price.now", ".product .price", ".card > .price",
+    "div.card > span.price", "h2 + span", "h2 + span.price", "span.now + span", ".now + .was", "h2 + .was",
+    "span:nth-of-type(2)", "div > span:nth-of-type(3)", ".card span:nth-of-type(1)", "#main .price",
+    "#main > div.card > span", "main div span", "main section div span", "section .price", "footer .price",
+    '[data-testid="card"] span', '[data-x="say \\"hi\\""]', "div.product > span + span",
+    ".PRICE", ".pricey", "main .missing", "#nope span", "html", "body > main", "html > body", ".page.wide",
+    '[aria-label="More"] .price', "div div span", "main div > h2 + span", "span span", "main > div > p > span",
+]
+
+
+@pytest.mark.parametrize("selector", SELECTORS)
+def test_matcher_selects_what_xpath_selects(selector: str) -> None:
+    page = Page(PAGE)
+    parsed = matcher.parse(selector)
+    assert parsed is not None, f"{selector!r} should be in the matcher's grammar"
+    mine = matcher.SelectorIndex(page.sel.root, page.elements, page.index)
+    found = _match_all(page, mine, parsed)
+    expected = [n.root for n in select(parse_html(PAGE), selector)]
+    assert [_path(el) for el in found] == [_path(el) for el in expected]
+
+
+def _match_all(page: Page, index: matcher.SelectorIndex, parsed: matcher.Parsed) -> list:
+    """The matcher with no pool limit, so the test reaches every combinator on every element."""
+    limits = matcher.FAST_POOL, matcher.SCANNED
+    matcher.FAST_POOL = matcher.SCANNED = 10**6
+    try:
+        page._selector_index = index
+        found = matcher.match(page, parsed)
+    finally:
+        matcher.FAST_POOL, matcher.SCANNED = limits
+    assert found is not None
+    return found
+
+
+def _path(el) -> str:
+    return el.getroottree().getpath(el)
+
+
+@pytest.mark.parametrize("selector", [
+    "a:hover", "span:nth-of-type(2n+1)", "*", "a ~ b", "a, b", " span", "span ", "//span", "SPAN", "[data-x]",
+    '[data-x="\\31 "]', '[data-x="a\\\\b"]', ".1a", "span::text", "*:nth-of-type(2)", ".x:nth-of-type(1)",
+])
+def test_matcher_leaves_other_selectors_to_xpath(selector: str) -> None:
+    assert matcher.parse(selector) is None
+
+
+def test_select_elements_agrees_with_xpath_and_matches_once_per_page() -> None:
+    page = Page(PAGE)
+    for selector in SELECTORS:
+        expected = [n.root for n in select(parse_html(PAGE), selector)]
+        assert [_path(el) for el in select_elements(page, selector)] == [_path(el) for el in expected], selector
+    assert set(SELECTORS) <= set(page.selected)
+
+
+def test_plain_digits_read_as_price_parser_reads_them() -> None:
+    for text in ["0", "7", "007", "316", "1234567", "123456789012345"]:
+        assert Price.fromstring(text).amount == Decimal(text)
+        assert parse_value(text, "integer") == int(text)
+        assert parse_value(text, "price") == float(text)

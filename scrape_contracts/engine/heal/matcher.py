@@ -35,8 +35,9 @@ _PART = re.compile(
 _TAG = re.compile(r"[a-z][a-z0-9-]*")
 _COMBINATOR = re.compile(r"[ \t\n\r\f]*([>+])[ \t\n\r\f]*|[ \t\n\r\f]+")
 _ESCAPED_QUOTE = re.compile(r'\\"')  # the one escape read here; cssselect's others (hex) go to XPath
-FAST_POOL = 64  # a compound matching more elements is left to libxml2, which relates them faster...
+FAST_POOL = 64  # a compound matching more elements is related top-down from few anchors, or by XPath...
 SCANNED = 256  # ...as is one whose narrowest index lists more elements than this to look at
+FEW_ANCHORS = 8  # top-down: from at most this many elements
 # what XPath's normalize-space() splits a class attribute on
 _XML_SPACE = re.compile(r"[ \t\n\r]+")
 
@@ -100,21 +101,39 @@ def _compound(selector: str, pos: int) -> tuple[Compound | None, int]:
 
 
 def match(page: Page, parsed: Parsed) -> list[etree._Element] | None:
-    """The page's elements ``parsed`` matches, in document order (as XPath returns them); None when a
-    compound matches more than ``FAST_POOL`` elements on its own (libxml2 relates those faster)."""
+    """The page's elements ``parsed`` matches, in document order (as XPath returns them); None when that
+    would mean relating many elements in Python (libxml2 does that faster)."""
     compounds, combinators = parsed
     index = page.selector_index()
-    alone = [index.matching(compound) for compound in compounds]
-    if any(found is None for found in alone):
-        return None
     # left to right, as XPath does: the elements matching the selector up to each compound
-    found = alone[0]
-    for combinator, candidates in zip(combinators, alone[1:]):
-        if not found:
-            return []
-        related = _related(index, combinator, found)
-        found = [el for el in candidates if related(el)]
-    return list(found)
+    found = index.matching(compounds[0])
+    for combinator, compound in zip(combinators, compounds[1:]):
+        if found is None or not found:
+            return found
+        found = _step(index, found, combinator, compound)
+    return None if found is None else list(found)
+
+
+def _step(index: SelectorIndex, left: list[etree._Element], combinator: str,
+          compound: Compound) -> list[etree._Element] | None:
+    """The elements matching ``compound`` that stand in ``combinator``'s relation to one of ``left``."""
+    alone = index.matching(compound)
+    if alone is not None:  # few candidates: keep those related to ``left``
+        related = _related(index, combinator, left)
+        return [el for el in alone if related(el)]
+    if compound.tag is None or len(left) > FEW_ANCHORS or combinator == "+":
+        return None
+    # many elements of this tag, few places to look: down from each (lxml filters the tag in C)
+    if combinator == ">":
+        found = {el for anchor in left for el in anchor.iterchildren(compound.tag)}
+    else:
+        found = set()
+        end = -1
+        for anchor in left:  # in document order: an anchor inside the previous one adds nothing
+            if index.order[anchor] > end:
+                found.update(anchor.iterdescendants(compound.tag))
+                end = index.order[index.last_descendant(anchor)]
+    return sorted((el for el in found if index.is_(el, compound)), key=index.order.__getitem__)
 
 
 def _related(index: SelectorIndex, combinator: str,
@@ -165,7 +184,7 @@ class SelectorIndex:
         ``FAST_POOL`` of them (or more than ``SCANNED`` to look at)."""
         if compound not in self._matching:
             pool = min(self._pools(compound), key=len)
-            found = [el for el in pool if self._is(el, compound)] if len(pool) <= SCANNED else None
+            found = [el for el in pool if self.is_(el, compound)] if len(pool) <= SCANNED else None
             self._matching[compound] = found if found is None or len(found) <= FAST_POOL else None
         return self._matching[compound]
 
@@ -202,7 +221,8 @@ class SelectorIndex:
             self._attrs[name] = by_value
         return self._attrs[name]
 
-    def _is(self, el: etree._Element, compound: Compound) -> bool:
+    def is_(self, el: etree._Element, compound: Compound) -> bool:
+        """``el`` matches ``compound`` on its own."""
         if compound.tag is not None and el.tag != compound.tag:
             return False
         for ident in compound.ids:

@@ -134,6 +134,10 @@ class Page:
             if el.tag in NON_CONTENT:
                 out[el] = ""
                 continue
+            if not len(el):  # a leaf (most elements): its own text
+                text = el.text or ""
+                out[el] = text if len(text) > LONG_TEXT else normalise_space(text)
+                continue
             parts = [el.text or ""]
             for child in el:
                 if isinstance(child.tag, str):

@@ -1,4 +1,5 @@
-"""The healer's own CSS matcher must select exactly what XPath (cssselect's translation) selects."""
+"""A heal's page machinery gives the answers of the slower ways it replaced: its CSS matcher selects what
+XPath (cssselect's translation) selects, its texts are the extractor's, bare digits read as price-parser reads them."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from price_parser import Price
 
 from scrape_contracts.engine.extract import parse_value
 from scrape_contracts.engine.heal import matcher
-from scrape_contracts.engine.heal.page import Page, select_elements
-from scrape_contracts.engine.select import parse_html, select
+from scrape_contracts.engine.heal.page import LONG_TEXT, Page, select_elements
+from scrape_contracts.engine.select import element_text, normalise_space, parse_html, select
 
 PAGE = """<html><body>
 <main id="main" class="page  wide">
@@ -81,3 +82,15 @@ def test_plain_digits_read_as_price_parser_reads_them() -> None:
         assert Price.fromstring(text).amount == Decimal(text)
         assert parse_value(text, "integer") == int(text)
         assert parse_value(text, "price") == float(text)
+
+
+def test_page_texts_are_the_extractors_texts() -> None:
+    """Each element's text, built bottom-up once per page, is what the extractor reads from it."""
+    html = ("<html><body><p>a\u00a0 b<span>\u2003c </span>\x1cd<!-- x -->e\n</p><style>x</style>tail"
+            "<div>\n  <i>" + "long " * 900 + "</i> and <b> more\t</b></div><ul><li> one </li><li>two</li></ul>"
+            "</body></html>")
+    page = Page(html)
+    for el in page.elements:
+        expected = element_text(el)
+        got = page.text[el]
+        assert (got if len(got) <= LONG_TEXT else normalise_space(got)) == expected

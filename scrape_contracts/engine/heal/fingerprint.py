@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lxml import etree
 
 from scrape_contracts.engine.heal.labels import label_of, label_similarity
-from scrape_contracts.engine.heal.names import class_words, semantic_attrs, stable_id_of
+from scrape_contracts.engine.heal.names import class_words, stable_id_of
 from scrape_contracts.engine.heal.policy import SimilarityWeights
 from scrape_contracts.engine.heal.vocabulary import (
     SEMANTIC_TAGS,
@@ -79,7 +79,7 @@ def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
     weights = page.policy.similarity
     classes = frozenset(page.classes(el))
     stable_id = stable_id_of(el)
-    sem = semantic_attrs(el)
+    sem = page.semantic(el)
     names = " ".join(
         [*classes, stable_id or "", *(v for a, v in sem if a != "aria-label" or len(v) < ARIA_NAME_CHARS)]
     )

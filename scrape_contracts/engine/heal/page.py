@@ -122,6 +122,7 @@ class Page:
         self._tag_counts: dict[str, int] | None = None
         self._identity_index: dict[str, list[etree._Element]] | None = None
         self._identities: dict[etree._Element, frozenset[str]] = {}
+        self._semantic: dict[etree._Element, frozenset[tuple[str, str]]] = {}
         self._by_text: dict[str, list[etree._Element]] | None = None
         self._jsonld: list[tuple[frozenset[str], Any, bool]] | None = None
 
@@ -177,6 +178,13 @@ class Page:
             cached = self._classes[el] = tuple(out)
         return cached
 
+    def semantic(self, el: etree._Element) -> frozenset[tuple[str, str]]:
+        """``names.semantic_attrs`` of ``el``, memoised per element."""
+        cached = self._semantic.get(el)
+        if cached is None:
+            cached = self._semantic[el] = semantic_attrs(el)
+        return cached
+
     def node_tokens(self, el: etree._Element) -> tuple[str, ...]:
         """What an ancestor contributes to a descendant's context: tag, stable classes/id, semantics."""
         cached = self._node_tokens.get(el)
@@ -190,7 +198,7 @@ class Page:
             node_id = stable_id_of(el)
             if node_id:
                 tokens += [f"i:{node_id}", *(f"w:{w}" for w in words_of(node_id) if w not in STOP)]
-            tokens += [f"a:{a}={v}" for a, v in semantic_attrs(el) if a != "aria-label"]
+            tokens += [f"a:{a}={v}" for a, v in self.semantic(el) if a != "aria-label"]
             if el.get("itemscope") is not None:
                 tokens.append(f"s:{(el.get('itemtype') or '').rsplit('/', 1)[-1]}")
             cached = self._node_tokens[el] = tuple(tokens)
@@ -224,7 +232,7 @@ class Page:
             tokens = {f"c:{c}" for c in (el.get("class") or "").split() if not _utility(c)}
             if el.get("id"):
                 tokens.add(f"i:{el.get('id').strip()}")
-            tokens |= {f"a:{a}={v}" for a, v in semantic_attrs(el) if a in STRONG_ANCHOR_ATTRS}
+            tokens |= {f"a:{a}={v}" for a, v in self.semantic(el) if a in STRONG_ANCHOR_ATTRS}
             cached = self._identities[el] = frozenset(tokens)
         return cached
 

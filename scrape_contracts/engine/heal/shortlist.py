@@ -27,16 +27,14 @@ def shortlist(ctx: Context) -> Shortlist:
     spec, after, policy = ctx.spec, ctx.after, ctx.policy
     out = Shortlist()
     pool: list[Candidate] = []
+    ruled = spec.numeric or spec.expected is not None  # a string without an expected value breaks no rule
+    edited = spec.type == "string" and spec.before is not None
+    shape = _Shape(str(spec.before), policy) if edited else None
     for el, src, raw, value in value_sources(after, spec, lambda v: True, ctx.target_raw):
-        if spec.violation(value, policy) is not None:
+        if ruled and spec.violation(value, policy) is not None:
             out.rejected_by_rules += 1
             continue
-        if (
-            spec.type == "string"
-            and spec.before is not None
-            and value != spec.before
-            and not string_shape_ok(str(spec.before), value, policy)
-        ):
+        if edited and value != spec.before and not shape.fits(value):
             continue
         if el.tag in LABEL_TAGS and not any(t.tag == el.tag for t in ctx.targets):
             continue  # a <dt>/<th>/<label> names a value; it is one only if the old element was one too
@@ -68,10 +66,16 @@ def shortlist(ctx: Context) -> Shortlist:
     return out
 
 
-def string_shape_ok(before: str, value: str, policy: HealPolicy) -> bool:
-    """A changed text may be an edit of the old one, not a different kind of text (a label, a date)."""
-    if bool(DIGIT.search(before)) != bool(DIGIT.search(value)):
-        return False
-    ratio = len(value) / max(1, len(before))
-    shortest, longest = policy.changed_text_shape
-    return shortest <= ratio <= longest
+class _Shape:
+    """A changed text may be an edit of the old one, not a different kind of text (a label, a date): the
+    old text's shape, worked out once for all of a page's texts."""
+
+    def __init__(self, before: str, policy: HealPolicy) -> None:
+        self.digits = bool(DIGIT.search(before))
+        self.length = max(1, len(before))
+        self.shortest, self.longest = policy.changed_text_shape
+
+    def fits(self, value: str) -> bool:
+        if bool(DIGIT.search(value)) != self.digits:
+            return False
+        return self.shortest <= len(value) / self.length <= self.longest

@@ -225,25 +225,42 @@ def _rare_names(page: Page) -> list[tuple[str, list[etree._Element]]]:
 def _twins(page: Page, spec: HealSpec, targets: Sequence[Fingerprint], own: Sequence[etree._Element],
            target_raw: str) -> tuple[Twin, ...]:
     """The non-target elements of the old page most like the field: where a look-alike would come from.
-    Only elements of the field's kind of tag or sharing one of its classes are looked at."""
+    Only elements of the field's kind of tag or sharing one of its classes are looked at, ranked by
+    (same tag) + 0.5 (same kind of tag) + (classes shared) + (same text), then by page order; the best
+    ``TWINS_FINGERPRINTED`` are fingerprinted."""
     if not targets:
         return ()
     target = targets[0]
     branch = _branch(own)
     numeric_text = spec.numeric and spec.pattern is None
     longest = page.policy.max_numeric_text if numeric_text else page.policy.max_string_text
-    by_family, by_class = _twin_index(page)
-    seen: set[etree._Element] = set()
-    pool = []
-    alike_class = (x for c in target.classes for x in by_class.get(c, ()))
-    for el, text in (*by_family.get(target.family, ()), *alike_class):
-        if el in seen or el in branch or len(text) > longest or spec.numeric and not DIGIT.search(text):
-            continue
-        seen.add(el)
+
+    def eligible(el: etree._Element, text: str) -> bool:
+        return el not in branch and len(text) <= longest and not (spec.numeric and not DIGIT.search(text))
+
+    def rank(el: etree._Element, text: str) -> tuple[float, int, etree._Element, str]:
         shared = len(target.classes.intersection(page.classes(el))) if target.classes else 0
         family = TAG_FAMILY.get(el.tag, el.tag) == target.family
-        key = (el.tag == target.tag) + 0.5 * family + shared + (text == target_raw)
-        pool.append((-key, page.index[el], el, text))
+        return -((el.tag == target.tag) + 0.5 * family + shared + (text == target_raw)), page.index[el], el, text
+
+    by_family, by_class = _twin_index(page)
+    # the few that share a class or the text are ranked one by one...
+    special: dict[etree._Element, tuple[float, int, etree._Element, str]] = {}
+    same_text = [(el, target_raw) for el in page.by_text().get(target_raw, ())[:page.policy.anchors.distractor_twins]
+                 if TAG_FAMILY.get(el.tag, el.tag) == target.family]
+    for el, text in (*(x for c in target.classes for x in by_class.get(c, ())), *same_text):
+        if el not in special and eligible(el, text):
+            special[el] = rank(el, text)
+    # ...the rest of the field's kind of tag rank 1.5 (same tag) or 0.5, in page order: their first few do
+    pool = list(special.values())
+    for same_tag in (True, False):
+        taken = 0
+        for el, text in by_family.get(target.family, ()):
+            if taken == TWINS_FINGERPRINTED:
+                break
+            if (el.tag == target.tag) == same_tag and el not in special and eligible(el, text):
+                pool.append(rank(el, text))
+                taken += 1
     pool.sort(key=lambda item: item[:2])
     alike = page.policy.similarity
     scored = [(similarity(fingerprint_of(page, el, "text"), target, alike), text, el)
@@ -253,8 +270,8 @@ def _twins(page: Page, spec: HealSpec, targets: Sequence[Fingerprint], own: Sequ
 
 
 def _twin_index(page: Page) -> tuple[dict[str, list], dict[str, list]]:
-    """(tag family -> [(element, text)], stable class -> [(element, text)]) of the page's short visible texts,
-    built once per page for every field's look-alikes."""
+    """(tag family -> [(element, text)] in page order, stable class -> [(element, text)]) of the page's short
+    visible texts, built once per page for every field's look-alikes."""
     if "twins" not in page.memo:
         by_family: dict[str, list] = {}
         by_class: dict[str, list] = {}
@@ -264,6 +281,8 @@ def _twin_index(page: Page) -> tuple[dict[str, list], dict[str, list]]:
                 by_family.setdefault(TAG_FAMILY.get(el.tag, el.tag), []).append((el, text))
                 for cls in page.classes(el):
                     by_class.setdefault(cls, []).append((el, text))
+        for items in by_family.values():
+            items.sort(key=lambda item: page.index[item[0]])
         page.memo["twins"] = (by_family, by_class)
     return page.memo["twins"]
 

@@ -91,14 +91,17 @@ def _scan_values(
             if el.get(old_attr) and (el not in page.hidden or el.tag == "meta")
         ]
         sites = sites + [site for site in extra if exact is None or site[2].strip() == exact]
-    for el, src, raw in sites:
-        if spec.numeric:
-            longest = policy.max_numeric_text if spec.pattern is None else max_string
+    parse = page.parse
+    if spec.numeric:
+        longest = policy.max_numeric_text if spec.pattern is None else max_string
+        shaped = spec.pattern is None
+        price = spec.type == "price"
+        for el, src, raw in sites:
             if len(raw) > longest or not DIGIT.search(raw):
                 continue
             if needle is not None and needle not in raw and needle not in NON_DIGIT.sub("", raw):
                 continue
-            if spec.pattern is None:
+            if shaped:
                 key = (raw, spec.type, spec.normalise, allowed_numbers, allowed_words)
                 ok = page.shape_cache.get(key)
                 if ok is None:
@@ -107,23 +110,30 @@ def _scan_values(
                     )
                 if not ok:
                     continue
-            if spec.type != "price" and not old_has_currency and CURRENCY.search(raw):
+            if not price and not old_has_currency and page.has_currency(raw):
                 continue  # a count never reads "£103.00"
-            if spec.type == "price" and old_has_currency and not _currency_near(page, el, raw):
+            if price and old_has_currency and not _currency_near(page, el, raw):
                 continue  # a price that lost its currency is more likely a count ("Tickets left: 142")
-        elif spec.type == "boolean":
-            if len(raw) > policy.max_boolean_text or raw.isdigit() and not old_raw.strip().isdigit():
+            value = parse(spec, raw)
+            if value is not UNPARSEABLE:
+                yield el, src, raw, value
+        return
+    boolean = spec.type == "boolean"
+    counted = old_raw.strip().isdigit()
+    for el, src, raw in sites:
+        if boolean:
+            if len(raw) > policy.max_boolean_text or raw.isdigit() and not counted:
                 continue  # "1" is a count far more often than a yes
         elif len(raw) > max_string or not ALNUM.search(raw):
             continue  # "·" separators and icons are not values
-        value = page.parse(spec, raw)
+        value = parse(spec, raw)
         if value is not UNPARSEABLE:
             yield el, src, raw, value
 
 
 def _currency_near(page: Page, el: etree._Element, raw: str) -> bool:
     """A currency in the text itself or right beside it (<span>$</span><span>19.99</span>)."""
-    if CURRENCY.search(raw):
+    if page.has_currency(raw):
         return True
     parent = el.getparent()
     if parent is None:

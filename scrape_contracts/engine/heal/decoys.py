@@ -12,7 +12,6 @@ from lxml import etree
 
 from scrape_contracts.engine.heal.fingerprint import similarity
 from scrape_contracts.engine.heal.labels import clean_label, heading_of, label_of
-from scrape_contracts.engine.heal.page import on_one_branch
 from scrape_contracts.engine.heal.vocabulary import (
     CHROME_TOKENS,
     NUMBER_TOKEN,

@@ -29,8 +29,7 @@ from scrape_contracts.engine.heal.fingerprint import (
     similarity,
 )
 from scrape_contracts.engine.heal.locate import Located, find_aliases, locate_targets
-from scrape_contracts.engine.heal.page import Page, on_one_branch, select_elements, split_selector
-from scrape_contracts.engine.heal.policy import HealPolicy
+from scrape_contracts.engine.heal.page import Page, select_elements, split_selector
 from scrape_contracts.engine.heal.spec import HealSpec
 from scrape_contracts.engine.heal.vocabulary import DIGIT, TAG_FAMILY
 
@@ -246,7 +245,8 @@ def _twins(page: Page, spec: HealSpec, targets: Sequence[Fingerprint], own: Sequ
     by_family, by_class = _twin_index(page)
     # the few that share a class or the text are ranked one by one...
     special: dict[etree._Element, tuple[float, int, etree._Element, str]] = {}
-    same_text = [(el, target_raw) for el in page.by_text().get(target_raw, ())[:page.policy.anchors.distractor_twins]
+    most = page.policy.anchors.distractor_twins
+    same_text = [(el, target_raw) for el in page.by_text().get(target_raw, ())[:most]
                  if TAG_FAMILY.get(el.tag, el.tag) == target.family]
     for el, text in (*(x for c in target.classes for x in by_class.get(c, ())), *same_text):
         if el not in special and eligible(el, text):

@@ -21,6 +21,7 @@ from scrape_contracts.engine.heal.names import is_unstable_token, semantic_attrs
 from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec
 from scrape_contracts.engine.heal.vocabulary import (
+    CURRENCY,
     DIGIT,
     NON_CONTENT,
     NOT_CANDIDATE,
@@ -91,7 +92,7 @@ class Page:
             # every cache below is per element: refuse before building them (219 s at 200,000 elements)
             raise LimitExceeded("heal_max_elements", limits.heal_max_elements,
                                 f"the page has {elements:,} elements, too many to heal")
-        self.elements: list[etree._Element] = [e for e in root.iter() if isinstance(e.tag, str)]
+        self.elements: list[etree._Element] = list(root.iter(etree.Element))  # elements only, in order
         self.index = {el: i for i, el in enumerate(self.elements)}
         self.text = self._texts()
         self.hidden = self._hidden()
@@ -123,6 +124,7 @@ class Page:
         self._identity_index: dict[str, list[etree._Element]] | None = None
         self._identities: dict[etree._Element, frozenset[str]] = {}
         self._semantic: dict[etree._Element, frozenset[tuple[str, str]]] = {}
+        self._currency: dict[str, bool] = {}
         self._by_text: dict[str, list[etree._Element]] | None = None
         self._jsonld: list[tuple[frozenset[str], Any, bool]] | None = None
 
@@ -157,12 +159,8 @@ class Page:
         return out
 
     def _hidden(self) -> set[etree._Element]:
-        hidden: set[etree._Element] = set()
-        for el in self.elements:
-            parent = el.getparent()
-            if parent is not None and parent in hidden or el.tag in NON_CONTENT:
-                hidden.add(el)
-        return hidden
+        """The elements inside a script, style, noscript or template (those included)."""
+        return {el for top in self.sel.root.iter(*NON_CONTENT) for el in top.iter(etree.Element)}
 
     def classes(self, el: etree._Element) -> tuple[str, ...]:
         """Stable class names of ``el`` (generated ones dropped)."""
@@ -300,6 +298,13 @@ class Page:
                         out.append((el, f"attr:{attr}", normalise_space(value)))
             self._sites = out
         return self._sites
+
+    def has_currency(self, raw: str) -> bool:
+        """A currency sign or code in ``raw`` (asked of the same texts for every numeric field)."""
+        found = self._currency.get(raw)
+        if found is None:
+            found = self._currency[raw] = CURRENCY.search(raw) is not None
+        return found
 
     def digit_sites(self) -> list[tuple[etree._Element, str, str]]:
         """The ``sites`` whose text has a digit: the only ones a number can come from."""

@@ -1,5 +1,6 @@
 """A heal's page machinery gives the answers of the slower ways it replaced: its CSS matcher selects what
-XPath (cssselect's translation) selects, its texts are the extractor's, bare digits read as price-parser reads them."""
+XPath (cssselect's translation) selects, its texts are the extractor's, bare digits read as price-parser
+reads them."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ SELECTORS = [
     "#main > div.card > span", "main div span", "main section div span", "section .price", "footer .price",
     '[data-testid="card"] span', '[data-x="say \\"hi\\""]', "div.product > span + span",
     ".PRICE", ".pricey", "main .missing", "#nope span", "html", "body > main", "html > body", ".page.wide",
-    '[aria-label="More"] .price', "div div span", "main div > h2 + span", "span span", "main > div > p > span",
+    '[aria-label="More"] .price', "div div span", "main div > h2 + span", "span span",
+    "main > div > p > span",
 ]
 
 
@@ -73,7 +75,8 @@ def test_select_elements_agrees_with_xpath_and_matches_once_per_page() -> None:
     page = Page(PAGE)
     for selector in SELECTORS:
         expected = [n.root for n in select(parse_html(PAGE), selector)]
-        assert [_path(el) for el in select_elements(page, selector)] == [_path(el) for el in expected], selector
+        got = [_path(el) for el in select_elements(page, selector)]
+        assert got == [_path(el) for el in expected], selector
     assert set(SELECTORS) <= set(page.selected)
 
 
@@ -87,7 +90,8 @@ def test_plain_digits_read_as_price_parser_reads_them() -> None:
 def test_page_texts_are_the_extractors_texts() -> None:
     """Each element's text, built bottom-up once per page, is what the extractor reads from it."""
     html = ("<html><body><p>a\u00a0 b<span>\u2003c </span>\x1cd<!-- x -->e\n</p><style>x</style>tail"
-            "<div>\n  <i>" + "long " * 900 + "</i> and <b> more\t</b></div><ul><li> one </li><li>two</li></ul>"
+            "<div>\n  <i>" + "long " * 900 + "</i> and <b> more\t</b></div>"
+            "<ul><li> one </li><li>two</li></ul>"
             "</body></html>")
     page = Page(html)
     for el in page.elements:

@@ -240,7 +240,8 @@ def _twins(page: Page, spec: HealSpec, targets: Sequence[Fingerprint], own: Sequ
     def rank(el: etree._Element, text: str) -> tuple[float, int, etree._Element, str]:
         shared = len(target.classes.intersection(page.classes(el))) if target.classes else 0
         family = TAG_FAMILY.get(el.tag, el.tag) == target.family
-        return -((el.tag == target.tag) + 0.5 * family + shared + (text == target_raw)), page.index[el], el, text
+        key = (el.tag == target.tag) + 0.5 * family + shared + (text == target_raw)
+        return -key, page.index[el], el, text
 
     by_family, by_class = _twin_index(page)
     # the few that share a class or the text are ranked one by one...

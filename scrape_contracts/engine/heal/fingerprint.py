@@ -76,7 +76,6 @@ def fingerprint_of(page: Page, el: etree._Element, src: str) -> Fingerprint:
 
 
 def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
-    weights = page.policy.similarity
     classes = frozenset(page.classes(el))
     stable_id = stable_id_of(el)
     sem = page.semantic(el)
@@ -84,14 +83,7 @@ def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
         [*classes, stable_id or "", *(v for a, v in sem if a != "aria-label" or len(v) < ARIA_NAME_CHARS)]
     )
     anc = _ancestry(page, el.getparent())
-    sib: set[str] = set()
-    for other in (el.getprevious(), el.getnext()):
-        if other is not None and isinstance(other.tag, str):
-            sib.add(f"t:{other.tag}")
-            sib.update(f"c:{c}" for c in page.classes(other))
-            text = page.text.get(other, "")
-            if len(text) <= weights.sibling_text:
-                sib.update(f"w:{w}" for w in content_words(text))
+    sib = _as_sibling(page, el.getprevious()) | _as_sibling(page, el.getnext())
     label = label_of(page, el) if src == "text" else ""
     return Fingerprint(
         tag=el.tag,
@@ -104,10 +96,24 @@ def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
         name_tokens=content_words(names),
         label=label,
         anc=anc,
-        sib=frozenset(sib),
+        sib=sib,
         pos=page.pos(el),
         tag_rare=el.tag in SEMANTIC_TAGS and page.tag_count(el.tag) <= RARE_TAG_COUNT,
     )
+
+
+def _as_sibling(page: Page, other: etree._Element | None) -> frozenset[str]:
+    """What ``other`` tells about the elements beside it: its tag, classes, and words of a short text."""
+    if other is None or not isinstance(other.tag, str):
+        return frozenset()
+    cached = page.as_sibling.get(other)
+    if cached is None:
+        tokens = {f"t:{other.tag}", *(f"c:{c}" for c in page.classes(other))}
+        text = page.text.get(other, "")
+        if len(text) <= page.policy.similarity.sibling_text:
+            tokens.update(f"w:{w}" for w in content_words(text))
+        cached = page.as_sibling[other] = frozenset(tokens)
+    return cached
 
 
 def _ancestry(page: Page, parent: etree._Element | None) -> dict[str, float]:

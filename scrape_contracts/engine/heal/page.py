@@ -99,6 +99,7 @@ class Page:
         # caches of the modules that read the page (labels, decoys, fingerprint, candidates)
         self.fingerprints: dict[tuple[etree._Element, str], Fingerprint] = {}
         self.ancestries: dict[etree._Element | None, dict[str, float]] = {}  # fingerprint: per parent
+        self.as_sibling: dict[etree._Element, frozenset[str]] = {}  # fingerprint: per neighbour
         self.labels: dict[etree._Element, str] = {}
         self.headings: dict[etree._Element, str | None] = {}  # labels.heading_of, per level
         self.flags: dict[etree._Element, frozenset[str]] = {}
@@ -210,7 +211,7 @@ class Page:
                 [el.get("class") or "", el.get("id") or ""]
                 + [v for a, v in el.attrib.items() if a.startswith("data-") or a in ("aria-label", "role")]
             )
-            cached = self._context_words[el] = frozenset(words_of(text)) if text.strip() else frozenset()
+            cached = self._context_words[el] = _word_set(text)
         return cached
 
     def tag_count(self, tag: str) -> int:
@@ -346,6 +347,11 @@ class Page:
                 _walk_jsonld(doc, (), False, out)
             self._jsonld = out
         return self._jsonld
+
+
+@lru_cache(maxsize=1 << 14)  # pure; the same names recur on every page of a site
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(words_of(text)) if text.strip() else frozenset()
 
 
 @lru_cache(maxsize=1 << 14)  # pure; class names recur on every page of a site

@@ -247,9 +247,14 @@ def word_match(x: str, y: str) -> bool:
     return common == len(short) or (common >= STEM_MIN and common >= STEM_SHARE * len(short))
 
 
-def matching_words(words: Iterable[str], others: Iterable[str]) -> set[str]:
-    others = tuple(others)
-    return {w for w in words if any(word_match(w, o) for o in others)}
+def matching_words(words: Iterable[str], others: Iterable[str]) -> frozenset[str]:
+    """The words of ``words`` that match one of ``others`` (``word_match``)."""
+    return _matching_words(frozenset(words), frozenset(others))
+
+
+@lru_cache(maxsize=1 << 14)  # pure; a field's words are matched against the same names again and again
+def _matching_words(words: frozenset[str], others: frozenset[str]) -> frozenset[str]:
+    return frozenset(w for w in words if any(word_match(w, o) for o in others))
 
 
 def head_words(name: str) -> tuple[str, ...]:

@@ -98,8 +98,7 @@ def label_score(ctx: Context, fp: Fingerprint, raw: str) -> float:
     if not label:
         return 0.0
     best = 0.0
-    for target in ctx.targets:
-        target_label = full_label(target, ctx.target_raw, ctx.spec.numeric)
+    for target_label in ctx.target_labels:
         if target_label:
             best = max(best, label_similarity(label, target_label, ctx.policy.similarity.label_trigrams))
     words = content_words(label)
@@ -119,8 +118,7 @@ def label_conflict(ctx: Context, fp: Fingerprint, raw: str) -> float:
     words = content_words(full_label(fp, raw, ctx.spec.numeric))
     if not words or matching_words(words, ctx.field_words):
         return 0.0
-    labels = [full_label(t, ctx.target_raw, ctx.spec.numeric) for t in ctx.targets]
-    labels = [label for label in labels if content_words(label)]
+    labels = [label for label in ctx.target_labels if content_words(label)]
     if not labels:
         return 0.0
     label = " ".join(sorted(words))

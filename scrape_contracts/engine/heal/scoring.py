@@ -132,17 +132,7 @@ def jsonld_score(ctx: Context, value: Any) -> float:
     scoring = ctx.policy.anchors
     score = 0.0
     mismatch = False
-    for words, scalar, related in ctx.after.jsonld():
-        if related:
-            continue
-        keyed = bool(expand_synonyms(words) & ctx.field_words)
-        try:
-            if isinstance(scalar, bool):
-                typed = scalar
-            else:
-                typed = ctx.spec.parse(str(scalar), ctx.after.limits, ctx.after.base_url)
-        except ValueParseError:
-            continue
+    for keyed, typed in _jsonld_values(ctx):
         if same_value(typed, value):
             score = max(score, scoring.jsonld_keyed if keyed else scoring.jsonld_unkeyed)
         elif keyed:
@@ -150,6 +140,29 @@ def jsonld_score(ctx: Context, value: Any) -> float:
     if score == 0.0 and mismatch:
         return scoring.jsonld_mismatch
     return score
+
+
+def _jsonld_values(ctx: Context) -> list[tuple[bool, Any]]:
+    """(under a key naming the field, typed value) of the page's JSON-LD scalars outside related items that
+    read as the field's type: the same for every candidate of the field, so read once per page and field."""
+    key = ("jsonld", ctx.spec.type, ctx.spec.pattern, ctx.spec.normalise, ctx.field_words)
+    memo = ctx.after.memo
+    if key not in memo:
+        out = []
+        for words, scalar, related in ctx.after.jsonld():
+            if related:
+                continue
+            keyed = bool(expand_synonyms(words) & ctx.field_words)
+            try:
+                if isinstance(scalar, bool):
+                    typed = scalar
+                else:
+                    typed = ctx.spec.parse(str(scalar), ctx.after.limits, ctx.after.base_url)
+            except ValueParseError:
+                continue
+            out.append((keyed, typed))
+        memo[key] = out
+    return memo[key]
 
 
 def score_cheap(ctx: Context, cand: Candidate) -> None:

@@ -92,11 +92,12 @@ def stable_attr_value(value: str) -> bool:
 
 
 def semantic_attrs(el: etree._Element) -> frozenset[tuple[str, str]]:
-    return _semantic_attrs(tuple(el.attrib.items()))
+    return semantic_of(tuple(el.attrib.items()))
 
 
 @lru_cache(maxsize=NAME_CACHE)
-def _semantic_attrs(attributes: tuple[tuple[str, str], ...]) -> frozenset[tuple[str, str]]:
+def semantic_of(attributes: tuple[tuple[str, str], ...]) -> frozenset[tuple[str, str]]:
+    """The naming attributes among an element's ``attributes`` (items), with stable values."""
     out = set()
     for attr, value in attributes:
         if attr in SEMANTIC_ATTRS or (attr.startswith("data-") and attr not in ("data-reactid",)):

@@ -17,7 +17,7 @@ from lxml import etree
 
 from scrape_contracts.engine.extract import ValueParseError, base_of, parse_value
 from scrape_contracts.engine.heal import matcher
-from scrape_contracts.engine.heal.names import is_unstable_token, semantic_attrs, stable_id_of
+from scrape_contracts.engine.heal.names import is_unstable_token, semantic_attrs, semantic_of, stable_id_of
 from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec
 from scrape_contracts.engine.heal.vocabulary import (
@@ -228,11 +228,7 @@ class Page:
         (text-lg, mt-2) do not, they are shared by unrelated elements."""
         cached = self._identities.get(el)
         if cached is None:
-            tokens = {f"c:{c}" for c in (el.get("class") or "").split() if not _utility(c)}
-            if el.get("id"):
-                tokens.add(f"i:{el.get('id').strip()}")
-            tokens |= {f"a:{a}={v}" for a, v in self.semantic(el) if a in STRONG_ANCHOR_ATTRS}
-            cached = self._identities[el] = frozenset(tokens)
+            cached = self._identities[el] = _identity(tuple(el.attrib.items()))
         return cached
 
     def identity_index(self) -> dict[str, list[etree._Element]]:
@@ -347,6 +343,17 @@ class Page:
                 _walk_jsonld(doc, (), False, out)
             self._jsonld = out
         return self._jsonld
+
+
+@lru_cache(maxsize=1 << 14)  # pure; elements with the same attributes abound (and recur page after page)
+def _identity(attributes: tuple[tuple[str, str], ...]) -> frozenset[str]:
+    """``Page.identity`` of an element with these attributes."""
+    named = dict(attributes)
+    tokens = {f"c:{c}" for c in (named.get("class") or "").split() if not _utility(c)}
+    if named.get("id"):
+        tokens.add(f"i:{named['id'].strip()}")
+    tokens |= {f"a:{a}={v}" for a, v in semantic_of(attributes) if a in STRONG_ANCHOR_ATTRS}
+    return frozenset(tokens)
 
 
 @lru_cache(maxsize=1 << 14)  # pure; the same names recur on every page of a site

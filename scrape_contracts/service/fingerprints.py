@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrape_contracts import settings
 from scrape_contracts.adapters.fingerprints import CandidateFingerprints, SqlFingerprintStore
@@ -18,6 +18,9 @@ from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.service.records import Recorded, ScrapeResult
+
+if TYPE_CHECKING:
+    import parsel
 
 # a rejected record never becomes accepted data: nothing will ever heal against it
 KEPT_OUTCOMES = (Outcome.VALID, Outcome.HEALED, Outcome.REVIEW_REQUIRED)
@@ -36,9 +39,11 @@ def wanted() -> bool:
 
 
 def with_fingerprints(loaded: LoadedContract, result: ScrapeResult, selectors: dict[str, str],
-                      html: str | None, reused: bool) -> ScrapeResult:
-    """``result`` carrying the fingerprint of each field's element on ``html``, when it may be accepted."""
-    if reused or not html or result.outcome not in KEPT_OUTCOMES or loaded.contract.is_list or not wanted():
+                      html: str | parsel.Selector | None, reused: bool) -> ScrapeResult:
+    """``result`` carrying the fingerprint of each field's element on ``html`` (the page, or its tree the
+    extraction parsed), when it may be accepted."""
+    missing = html is None or isinstance(html, str) and not html
+    if reused or missing or result.outcome not in KEPT_OUTCOMES or loaded.contract.is_list or not wanted():
         return result  # list targets heal by relocating their items (service/lists_heal.py), not from these
     from scrape_contracts.engine.heal import remember
     from scrape_contracts.service.scrape import heal_spec

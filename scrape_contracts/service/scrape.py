@@ -21,6 +21,7 @@ from scrape_contracts.engine.extract import Extraction, extract_record
 from scrape_contracts.engine.lists import is_set
 from scrape_contracts.engine.outcome import Outcome, decide_outcome
 from scrape_contracts.engine.rendering import browser_hint
+from scrape_contracts.engine.select import parse_html
 from scrape_contracts.engine.validate import CHANGE_CHECK, REQUIRED_CHECK, validate_rules, validate_schema
 from scrape_contracts.service import fingerprints, lists, lists_heal
 from scrape_contracts.service.records import (
@@ -28,6 +29,8 @@ from scrape_contracts.service.records import (
 )
 
 if TYPE_CHECKING:
+    import parsel
+
     from scrape_contracts.contract.model import FieldSpec
     from scrape_contracts.engine.heal import HealSpec
 
@@ -129,8 +132,10 @@ def earlier_selectors(history: list[SelectorVersion]) -> dict[str, tuple[str, ..
 
 
 def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion, html: str | None,
-            emit: Emit, earlier: dict[str, tuple[str, ...]] | None = None) -> Extracted:
-    """Apply the selector version in force; an unchanged page reuses the last accepted record."""
+            emit: Emit, earlier: dict[str, tuple[str, ...]] | None = None,
+            tree: parsel.Selector | None = None) -> Extracted:
+    """Apply the selector version in force; an unchanged page reuses the last accepted record. ``tree``:
+    ``html`` already parsed (the caller reads it again for the fingerprints)."""
     if shortcut_holds(loaded, fetched, selectors):
         emit(Stage.EXTRACTED, {"skipped": "page unchanged since the last accepted version",
                                "selector_version": selectors.version})
@@ -141,9 +146,10 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
                            "--force to fetch it again")
     if loaded.contract.is_list:
         return lists.extract(loaded, fetched, selectors, html, emit)
-    extraction = extract_record(html, loaded.contract.fields, selectors.selectors,
+    page = tree if tree is not None else parse_html(html)  # parsed once for every selector tried
+    extraction = extract_record(page, loaded.contract.fields, selectors.selectors,
                                 limits=settings.engine_limits(), page_url=fetched.final_url)
-    extraction, used, fallback = _earlier_layout(loaded, html, selectors, extraction, fetched.final_url,
+    extraction, used, fallback = _earlier_layout(loaded, page, selectors, extraction, fetched.final_url,
                                                  earlier or {})
     hint = None
     if loaded.contract.fetch.adapter != "browser":
@@ -155,8 +161,8 @@ def extract(loaded: LoadedContract, fetched: Fetched, selectors: SelectorVersion
     return Extracted(fetched, extraction.record, extraction.problems, selectors.version, used, hint=hint)
 
 
-def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersion, extraction: Extraction,
-                    page_url: str, earlier: dict[str, tuple[str, ...]]
+def _earlier_layout(loaded: LoadedContract, page: parsel.Selector, selectors: SelectorVersion,
+                    extraction: Extraction, page_url: str, earlier: dict[str, tuple[str, ...]]
                     ) -> tuple[Extraction, dict[str, str], dict[str, str]]:
     """(extraction, selectors used, fields taken with an earlier selector).
 
@@ -183,7 +189,7 @@ def _earlier_layout(loaded: LoadedContract, html: str, selectors: SelectorVersio
         round_ = {n: line[depth] for n, line in tries.items() if n not in back and depth < len(line)}
         if not round_:
             break
-        trial = extract_record(html, {n: fields[n] for n in round_}, round_,
+        trial = extract_record(page, {n: fields[n] for n in round_}, round_,
                                limits=settings.engine_limits(), page_url=page_url)
         for name in sorted(set(round_) - trial.problem_fields()):
             back[name] = round_[name]
@@ -293,12 +299,16 @@ def process_page(loaded: LoadedContract, fetched: Fetched, html: str | None, sel
     Returns the ``Validated`` record instead when a heal is due: healing reads and writes the store, so the
     caller does it.
     """
-    validated = validate(loaded, extract(loaded, fetched, selectors, html, emit, earlier), emit)
+    tree = None
+    if html is not None and not loaded.contract.is_list and not shortcut_holds(loaded, fetched, selectors):
+        tree = parse_html(html)  # once: for the extraction and, when it may be accepted, its fingerprints
+    validated = validate(loaded, extract(loaded, fetched, selectors, html, emit, earlier, tree), emit)
     if needs_healing(loaded, validated):
         return validated
     result = decide(loaded, validated, HealReport(), emit)
     extracted = validated.extracted
-    return fingerprints.with_fingerprints(loaded, result, extracted.selectors, html, extracted.reused)
+    return fingerprints.with_fingerprints(loaded, result, extracted.selectors,
+                                          tree if tree is not None else html, extracted.reused)
 
 
 def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,
@@ -324,12 +334,13 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
                   "fields are stored")
         emit(Stage.HEALING_REFUSED, {"fields": list(triggers), "reason": reason})
         return validated, HealReport(attempted=True, fields=triggers, reason=reason)
-    after_html = (artifacts.get(fetched.page_sha256) if fetched.page_sha256 else None) or ""
+    # parsed once: the heal reads it, then the healed selectors re-extract from it
+    after = parse_html((artifacts.get(fetched.page_sha256) if fetched.page_sha256 else None) or "")
     specs = {name: heal_spec(name, contract.fields[name], extracted.selectors[name],
                               previous.record.get(name))
              for name in triggers}
     started = time.perf_counter()
-    results = heal(before_html, after_html, specs, limits=settings.engine_limits(),
+    results = heal(before_html, after, specs, limits=settings.engine_limits(),
                    page_url=fetched.final_url, memories=memories)
     evidence = {name: {"value": r.value, "selector": r.selector, "old_selector": extracted.selectors[name],
                        "confidence": round(r.confidence, 3), "evidence": r.evidence}
@@ -348,7 +359,7 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
         return validated, HealReport(attempted=True, fields=triggers, reason=reason, results=evidence,
                                      seconds=seconds)
     version = _save_selectors(loaded, extracted, {n: results[n] for n in triggers}, run_id, store)
-    extraction = extract_record(after_html, contract.fields, version.selectors,
+    extraction = extract_record(after, contract.fields, version.selectors,
                                 limits=settings.engine_limits(), page_url=fetched.final_url)
     re_extracted = dataclasses.replace(extracted, record=extraction.record, problems=extraction.problems,
                                        selector_version=version.version, selectors=dict(version.selectors))

@@ -1,7 +1,8 @@
 """Self-healing selectors: find where a field went on a changed page, or refuse. Never invent a value.
 
-``heal(before_html, after_html, fields)`` is pure: both pages are parsed per call and every cache lives on
-a per-call ``Page``, so concurrent calls share nothing mutable. For each field (``decision.heal_field``):
+``heal(before_html, after_html, fields)`` is pure: both pages are parsed per call (or given parsed, and
+then only read) and every cache lives on a per-call ``Page``, so concurrent calls share nothing mutable.
+For each field (``decision.heal_field``):
 
 1. ``locate``: find the old element on the LAST GOOD page (what the old selector matched, holding the last
    accepted value; else the value itself, when it occurs in at most three places); ``fingerprint`` it:
@@ -31,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import parsel
 from lxml import etree
 
 from scrape_contracts.engine.heal.decision import heal_field
@@ -48,7 +50,8 @@ MIN_SCORE = DEFAULT_POLICY.min_score
 MIN_MARGIN = DEFAULT_POLICY.min_margin
 
 
-def heal(before_html: str | None, after_html: str, fields: Mapping[str, HealSpec | Mapping[str, Any]], *,
+def heal(before_html: str | parsel.Selector | None, after_html: str | parsel.Selector,
+         fields: Mapping[str, HealSpec | Mapping[str, Any]], *,
          limits: Limits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic,
          policy: HealPolicy = DEFAULT_POLICY, page_url: str | None = None,
          memories: Mapping[str, FieldMemory] | None = None) -> dict[str, HealResult]:
@@ -57,7 +60,9 @@ def heal(before_html: str | None, after_html: str, fields: Mapping[str, HealSpec
     fields resolve relative links against it (or a page's ``<base href>``).
 
     ``before_html`` is the last good page; when it is gone (None), each field heals from its stored
-    ``memories`` entry (``remember`` made it at acceptance), and a field with neither is refused.
+    ``memories`` entry (``remember`` made it at acceptance), and a field with neither is refused. Either page
+    may be given parsed (the ``parsel.Selector`` of ``select.parse_html``, e.g. the tree an extraction
+    read): it is only read.
 
     A limit hit refuses, like any other refusal: a page over ``heal_max_elements`` every field, running
     past ``heal_timeout_s`` the field being healed and those after it, a slow pattern or a costly
@@ -65,7 +70,7 @@ def heal(before_html: str | None, after_html: str, fields: Mapping[str, HealSpec
     deadline = Deadline(clock, limits.heal_timeout_s)
     try:
         texts = Texts()  # both pages share most texts: each is parsed and read once per call
-        before = Page(before_html, limits, deadline, policy, page_url, texts) if before_html else None
+        before = Page(before_html, limits, deadline, policy, page_url, texts) if _given(before_html) else None
         after = Page(after_html, limits, deadline, policy, page_url, texts)
     except LimitExceeded as exc:
         return {name: refusal(RefusalReason.LIMIT_EXCEEDED, str(exc), 0, limit=exc.limit, setting=exc.setting)
@@ -91,12 +96,13 @@ def heal(before_html: str | None, after_html: str, fields: Mapping[str, HealSpec
     return results
 
 
-def remember(html: str, fields: Mapping[str, HealSpec | Mapping[str, Any]], *,
+def remember(html: str | parsel.Selector, fields: Mapping[str, HealSpec | Mapping[str, Any]], *,
              limits: Limits = DEFAULT_LIMITS, policy: HealPolicy = DEFAULT_POLICY,
              page_url: str | None = None) -> dict[str, FieldMemory]:
     """Each field's ``FieldMemory`` on an accepted page: what ``heal`` needs once the page is deleted.
     ``fields`` as for ``heal``, with the selector the value was extracted with and the accepted value.
-    Fields whose element is not found, and any field when the page breaks a limit, are left out."""
+    Fields whose element is not found, and any field when the page breaks a limit, are left out. ``html``
+    may be the page already parsed for its extraction (it is only read)."""
     try:
         page = Page(html, limits, Deadline(time.monotonic, limits.heal_timeout_s), policy, page_url)
     except LimitExceeded:
@@ -108,6 +114,11 @@ def remember(html: str, fields: Mapping[str, HealSpec | Mapping[str, Any]], *,
         except (SelectorError, etree.XPathError, LimitExceeded, RecursionError):
             continue  # that field heals from the page while it is kept, else refuses
     return out
+
+
+def _given(html: str | parsel.Selector | None) -> bool:
+    # a parsed page counts as given; never ask a Selector for its truth (that serialises the page)
+    return isinstance(html, parsel.Selector) or bool(html)
 
 
 def _spec(name: str, given: HealSpec | Mapping[str, Any]) -> HealSpec:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+import parsel
 from lxml import etree
 
 from scrape_contracts.engine.extract import ValueParseError, base_of, parse_value
@@ -77,10 +78,11 @@ class Texts:
 class Page:
     """One parsed page plus lazily computed, per-call caches (never shared between calls)."""
 
-    def __init__(self, html: str, limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None,
-                 policy: HealPolicy = DEFAULT_POLICY, url: str | None = None,
-                 texts: Texts | None = None) -> None:
-        self.sel = parse_html(html)
+    def __init__(self, html: str | parsel.Selector, limits: Limits = DEFAULT_LIMITS,
+                 deadline: Deadline | None = None, policy: HealPolicy = DEFAULT_POLICY,
+                 url: str | None = None, texts: Texts | None = None) -> None:
+        # a tree the caller already parsed (for extraction) is read, never changed
+        self.sel = html if isinstance(html, parsel.Selector) else parse_html(html)
         self.limits = limits
         self.policy = policy
         self.base_url = base_of(self.sel, url)  # what url fields' relative links resolve against
@@ -92,7 +94,7 @@ class Page:
             # every cache below is per element: refuse before building them (219 s at 200,000 elements)
             raise LimitExceeded("heal_max_elements", limits.heal_max_elements,
                                 f"the page has {elements:,} elements, too many to heal")
-        self.elements: list[etree._Element] = list(root.iter(etree.Element))  # elements only, in order
+        self.elements: list[etree._Element] = list(root.iter(etree.Element))  # elements, in page order
         self.index = {el: i for i, el in enumerate(self.elements)}
         self.text = self._texts()
         self.hidden = self._hidden()

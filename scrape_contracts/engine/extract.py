@@ -65,6 +65,12 @@ _DIGIT = re.compile(r"\d")
 _NEGATIVE = re.compile(r"^\s*\S{0,3}\s*-\s*\d")  # "-5", "$ -5", "EUR - 5"
 
 
+def boolean_of(text: str) -> bool | None:
+    """The yes/no a (stripped) text says, or None."""
+    lowered = text.lower()
+    return True if lowered in _TRUE else False if lowered in _FALSE else None
+
+
 def apply_normalise(text: str, steps: Iterable[str]) -> str:
     for step in steps:
         if step == "lower":
@@ -124,12 +130,10 @@ def parse_value(text: str, field_type: str, pattern: str | None = None,
         except (DateParseError, UrlParseError) as exc:
             raise ValueParseError(str(exc)) from None
     if field_type == "boolean":
-        lowered = text.lower()
-        if lowered in _TRUE:
-            return True
-        if lowered in _FALSE:
-            return False
-        raise ValueParseError(f"{text!r} is not a yes/no value")
+        answer = boolean_of(text)
+        if answer is None:
+            raise ValueParseError(f"{text!r} is not a yes/no value")
+        return answer
     number = _to_number(text, field_type)
     if field_type == "integer":
         try:

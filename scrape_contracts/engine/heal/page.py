@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import parsel
 from lxml import etree
 
-from scrape_contracts.engine.extract import ValueParseError, base_of, parse_value
+from scrape_contracts.engine.extract import ValueParseError, base_of, boolean_of, parse_value
 from scrape_contracts.engine.heal import matcher
 from scrape_contracts.engine.heal.names import is_unstable_token, semantic_attrs, semantic_of, stable_id_of
 from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
@@ -258,8 +258,12 @@ class Page:
 
     def parse(self, spec: HealSpec, raw: str) -> Any:
         """``spec.parse(raw)`` memoised per call (price parsing dominates on big pages), or UNPARSEABLE."""
-        if spec.type == "string" and spec.pattern is None and not spec.normalise:
-            return raw.strip()  # what parse_value makes of a plain string (no pattern, no normalise steps)
+        if spec.pattern is None and not spec.normalise and spec.type in ("string", "boolean"):
+            # what parse_value makes of a plain string or yes/no (no pattern, no normalise steps)
+            if spec.type == "string":
+                return raw.strip()
+            answer = boolean_of(raw.strip())
+            return UNPARSEABLE if answer is None else answer
         if spec.numeric and spec.pattern is None and not spec.normalise:
             # number and price parse identically, integer adds a whole-number check: parse each text once
             number = self._parse_key(raw, "number", None, ())

@@ -98,3 +98,16 @@ def test_page_texts_are_the_extractors_texts() -> None:
         expected = element_text(el)
         got = page.text[el]
         assert (got if len(got) <= LONG_TEXT else normalise_space(got)) == expected
+
+
+def test_a_numbers_digits_are_in_every_text_that_reads_as_it() -> None:
+    """The scan for the last accepted number skips texts without its significant digits: every text that
+    parses to the number must hold them, whatever its separators, currency or trailing zeros."""
+    from scrape_contracts.engine.heal.candidates import _digits_of
+
+    for text in ["$1,299.00", "1.299,00 €", "1 299", "1,8", "1.80", "Rating 1.8 / 5", "EUR 107,60", "0.50",
+                 "18", "-3.25", "25'000", "1\u00a0234,5"]:
+        for field_type in ("price", "number"):
+            value = parse_value(text, field_type)
+            digits = _digits_of(value)
+            assert digits is None or digits in "".join(c for c in text if c.isdigit()), (text, value)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from lxml import etree
@@ -60,10 +62,12 @@ def value_sources(
 
 
 def _digits_of(value: Any) -> str | None:
-    """The digits of a number's whole part, which any text showing it contains ("1,299.00" for 1299.0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    """The significant digits of a number, which any text showing it contains, whatever its separators
+    ("1299" in "1,299.00" for 1299.0; "18" in "1,80" for 1.8): texts without them need no parsing."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
-    return str(int(abs(value)))
+    digits = NON_DIGIT.sub("", format(Decimal(repr(abs(value))).normalize(), "f")).lstrip("0")
+    return digits or None
 
 
 def _scan_values(

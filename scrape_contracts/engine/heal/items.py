@@ -144,7 +144,7 @@ def relocate_items(after_html: str, records: Sequence[Mapping[str, Any]], key_fi
     siblings = {el for el in parent if el.tag == tag}
     if not set(items.values()) <= got or not got <= siblings:
         return _refuse(f"selector {selector!r} does not select exactly the list's items", selector=selector,
-                       matched=len(got), items=len(paths))
+                       matched=len(got), items=len(items))
     confidence = round(len(items) / len(anchors) * (1.0 if how != "parent" else 0.9), 3)
     return ItemRelocation(selector, confidence, {"found": len(anchors), "items": len(got), "by": how,
                                                  "tag": tag}, items=items)

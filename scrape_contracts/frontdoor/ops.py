@@ -18,7 +18,7 @@ import dagster as dg
 import sqlalchemy as sa
 
 from scrape_contracts import settings
-from scrape_contracts.adapters.schema import TextEnum, candidates
+from scrape_contracts.adapters.schema import TextEnum
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract, load_contracts
 from scrape_contracts.contract.model import without_userinfo
@@ -102,7 +102,7 @@ class FrontDoor:
         urls = self.store.list_targets(name) if contract.is_dynamic else \
             {t.partition_key: t.url for t in contract.static_targets}
         states = self.store.states(name)
-        latest = _latest_candidates(self.store, name)
+        latest = self.store.latest_candidates(name)
         targets = []
         for key, url in urls.items():
             state, candidate = states.get(key), latest.get(key)
@@ -305,16 +305,3 @@ def _summary(loaded: LoadedContract) -> m.ContractSummary:
     schedule = getattr(contract.schedule, "cron", None) if contract.schedule else None
     return m.ContractSummary(name=contract.name, description=contract.description, owners=list(contract.owners),
                              dynamic=contract.is_dynamic, schedule=schedule)
-
-
-def _latest_candidates(store: ProjectStore, contract: str) -> dict[str, Any]:
-    """The newest candidate of every target of ``contract``, in one query."""
-    from scrape_contracts.adapters.store import _candidate
-
-    newest = (sa.select(sa.func.max(candidates.c.id)).where(candidates.c.contract == contract)
-              .group_by(candidates.c.partition).scalar_subquery())
-    with store.engine.connect() as conn:
-        rows = conn.execute(sa.select(candidates).where(candidates.c.id.in_(newest))).all()
-    return {row.partition: _candidate(row) for row in rows}
-
-

@@ -1,0 +1,74 @@
+"""The project store: accepted versions, candidates, selector versions, reviews, partition state.
+
+One SQLAlchemy URL (SQLite by default, PostgreSQL in production). Every write that must not be half-done
+is one transaction; races are settled by unique constraints (one accepted version per candidate, one
+selector version number per contract) rather than by hoping two runs never meet. The tables and their
+status enums are in ``adapters/schema.py``; ``migrations`` creates and upgrades them the first time a
+process opens the store.
+
+``ProjectStore`` is put together from one part per responsibility: ``recording`` (storing and recording
+candidates, quarantine), ``acceptance`` (accepting exactly once, reading accepted versions), ``review``,
+``selectors`` (selector versions), ``state`` (partition state, dynamic targets); ``engines`` holds the
+connection pools and ``rows`` the values handed out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.exc import OperationalError
+
+from scrape_contracts.adapters.schema import (
+    AcceptSource, CandidateStatus, Decision, SelectorSource, accepted, candidates, metadata, reviews,
+)
+from scrape_contracts.adapters.store.recording import CandidatesMixin
+from scrape_contracts.adapters.store.engines import _engines, new_engine, schema_state, upgrade_schema
+from scrape_contracts.adapters.store.errors import (
+    AlreadyAccepted, NothingToReview, SelectorConflict, StaleCandidate, StoreError, StoreNotFound, StoreTooNew,
+    Superseded,
+)
+from scrape_contracts.adapters.store.review import ReviewMixin
+from scrape_contracts.adapters.store.rows import (
+    AcceptedVersion, Candidate, CandidateAction, NewCandidate, PartitionState, RecordedCandidate, Review,
+    SelectorVersion,
+)
+from scrape_contracts.adapters.store.selectors import SelectorsMixin, carried_over
+from scrape_contracts.adapters.store.state import REVIEW_PAUSE, PartitionStateMixin, TargetsMixin
+
+
+class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin):
+    """The project store at one SQLAlchemy URL (its schema created or upgraded on first open)."""
+
+
+def existing_store(url: str) -> ProjectStore:
+    """The store at ``url`` if one is there; ``StoreNotFound`` rather than creating an empty one (readers)."""
+    if url not in _engines:
+        parsed = sa.engine.make_url(url)
+        shown = parsed.render_as_string(hide_password=True)
+        if parsed.get_backend_name() == "sqlite":
+            if parsed.database not in (None, "", ":memory:") and not Path(parsed.database).is_file():
+                raise StoreNotFound(f"no project store at {parsed.database} (the file does not exist)")
+        else:
+            engine = sa.create_engine(url, connect_args={"connect_timeout": 10}
+                                      if parsed.get_backend_name() == "postgresql" else {})
+            try:
+                with engine.connect() as conn:
+                    found = sa.inspect(conn).has_table(candidates.name)
+            except (OperationalError, sa.exc.InterfaceError) as exc:
+                first = str(exc.orig if getattr(exc, "orig", None) else exc).strip().splitlines()[0]
+                raise StoreNotFound(f"cannot connect to the project store at {shown}: {first}") from None
+            finally:
+                engine.dispose()
+            if not found:
+                raise StoreNotFound(f"no project store in {shown} (the database has no scrape_contracts tables)")
+    return ProjectStore(url)
+
+
+__all__ = [
+    "REVIEW_PAUSE", "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction",
+    "CandidateStatus", "Decision", "NewCandidate", "NothingToReview", "OperationalError", "PartitionState",
+    "ProjectStore", "RecordedCandidate", "Review", "SelectorConflict", "SelectorSource", "SelectorVersion",
+    "StaleCandidate", "StoreError", "StoreNotFound", "StoreTooNew", "Superseded", "accepted", "candidates",
+    "carried_over", "existing_store", "metadata", "new_engine", "reviews", "schema_state", "upgrade_schema",
+]

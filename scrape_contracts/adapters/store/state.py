@@ -1,0 +1,232 @@
+"""Partition state (pauses, heal attempts, validators, failure streaks) and the dynamic targets of a contract."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+import sqlalchemy.dialects.postgresql
+import sqlalchemy.dialects.sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from scrape_contracts.adapters import outbox as _outbox
+from scrape_contracts.adapters.schema import (
+    CandidateStatus, OutboxKind, candidates, partition_state, selector_versions, targets,
+)
+from scrape_contracts.adapters.store.engines import Connected
+from scrape_contracts.adapters.store.rows import PartitionState, _now, _state
+
+# the pause reason of a target waiting for review starts with this
+REVIEW_PAUSE = "review required"
+
+
+class PartitionStateMixin(Connected):
+    """Per target: paused or not and why, heal attempts, the page validators, the failure streak."""
+
+    def state(self, contract: str, partition: str) -> PartitionState:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(partition_state).where(
+                partition_state.c.contract == contract, partition_state.c.partition == partition)).first()
+        if row is None:
+            return PartitionState(contract, partition)
+        return _state(row)
+
+    def states(self, contract: str) -> dict[str, PartitionState]:
+        """Every partition state of a contract in one read (the batch path reads them once per run)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(partition_state).where(partition_state.c.contract == contract)).all()
+        return {r.partition: _state(r) for r in rows}
+
+    def paused_partitions(self, contract: str) -> dict[str, str]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(partition_state.c.partition, partition_state.c.pause_reason).where(
+                partition_state.c.contract == contract, partition_state.c.paused.is_(True))).all()
+        return {r.partition: r.pause_reason or "paused" for r in rows}
+
+    def update_state(self, contract: str, partition: str, **values: Any) -> PartitionState:
+        with self._tx() as conn:
+            _ensure_state(conn, contract, partition)
+            _update_state(conn, contract, partition, **values)
+        return self.state(contract, partition)
+
+    def add_heal_attempt(self, contract: str, partition: str) -> int:
+        with self._tx() as conn:
+            _lock_partition(conn, contract, partition)
+            conn.execute(partition_state.update().where(
+                partition_state.c.contract == contract, partition_state.c.partition == partition
+            ).values(heal_attempts=partition_state.c.heal_attempts + 1, updated_at=_now()))
+            return conn.execute(sa.select(partition_state.c.heal_attempts).where(
+                partition_state.c.contract == contract, partition_state.c.partition == partition)).scalar_one()
+
+    def pause(self, contract: str, partition: str, reason: str, *, cause: str = "person") -> PartitionState:
+        """Pause a target (its schedule and batches skip it) and tell the outbox, in one transaction.
+
+        ``cause``: "person" (scrape-contracts pause, the UI's job) or "budget_exhausted" (the healer)."""
+        with self._tx() as conn:
+            _lock_partition(conn, contract, partition)
+            _update_state(conn, contract, partition, paused=True, pause_reason=reason)
+            number = _outbox.next_pause_number(conn, contract, partition)
+            _outbox.write(conn, OutboxKind.PAUSED, [(contract, partition, number, {"reason": reason,
+                                                                                  "cause": cause})])
+        return self.state(contract, partition)
+
+    def record_failures(self, contract: str, failures: Sequence[tuple[str, str]]) -> None:
+        """Scrapes that failed before a candidate existed (the fetch): each lengthens its target's streak."""
+        if not failures:
+            return
+        with self._tx() as conn:
+            _lock_partitions(conn, {(contract, p) for p, _ in failures})
+            _count_streaks(conn, failed=[(contract, p, reason) for p, reason in failures], succeeded=[])
+
+    def outbox(self) -> _outbox.Outbox:
+        return _outbox.Outbox(self.engine)
+
+    def resume(self, contract: str, partition: str) -> PartitionState:
+        return self.update_state(contract, partition, paused=False, pause_reason=None, heal_attempts=0)
+
+
+class TargetsMixin(Connected):
+    """Targets added at runtime to dynamic contracts: partition key → URL."""
+
+    def add_targets(self, contract: str, urls_by_key: dict[str, str]) -> list[str]:
+        """Record key → URL for dynamic targets; returns the keys that were new."""
+        added = []
+        with self._tx() as conn:
+            existing = set(conn.execute(sa.select(targets.c.partition).where(targets.c.contract == contract))
+                           .scalars())
+            for key, url in urls_by_key.items():
+                if key not in existing:
+                    conn.execute(targets.insert().values(contract=contract, partition=key, url=url,
+                                                         created_at=_now()))
+                    added.append(key)
+        return added
+
+    def target_url(self, contract: str, partition: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(targets.c.url).where(
+                targets.c.contract == contract, targets.c.partition == partition)).scalar()
+
+    def contracts(self) -> list[str]:
+        """Names of the contracts this store has seen (scraped, or with targets added)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.union(sa.select(candidates.c.contract), sa.select(targets.c.contract),
+                                         sa.select(selector_versions.c.contract))).all()
+        return sorted({r[0] for r in rows})
+
+    def list_targets(self, contract: str) -> dict[str, str]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(targets.c.partition, targets.c.url)
+                                .where(targets.c.contract == contract).order_by(targets.c.partition)).all()
+        return {r.partition: r.url for r in rows}
+
+
+def _lock_partition(conn: Connection, contract: str, partition: str) -> None:
+    """Row lock on the partition's state: concurrent accept/quarantine/review of one partition queue."""
+    _ensure_state(conn, contract, partition)
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            sa.select(partition_state.c.contract)
+            .where(partition_state.c.contract == contract, partition_state.c.partition == partition)
+            .with_for_update()
+        )
+
+
+def _lock_partitions(conn: Connection, keys: set[tuple[str, str]]) -> None:
+    """Partition states exist for every key and, on PostgreSQL, are row-locked (in one order, no deadlock)."""
+    insert = (sa.dialects.postgresql.insert if conn.dialect.name == "postgresql" else sa.dialects.sqlite.insert)
+    conn.execute(insert(partition_state).on_conflict_do_nothing(), [
+        {"contract": c, "partition": p, "paused": False, "heal_attempts": 0, "updated_at": _now()}
+        for c, p in sorted(keys)])
+    if conn.dialect.name == "postgresql":
+        for contract in sorted({c for c, _ in keys}):
+            conn.execute(sa.select(partition_state.c.partition).where(
+                partition_state.c.contract == contract,
+                partition_state.c.partition.in_(sorted(p for c, p in keys if c == contract)),
+            ).order_by(partition_state.c.partition).with_for_update())
+
+
+def _ensure_state(conn: Connection, contract: str, partition: str) -> None:
+    exists = conn.execute(sa.select(partition_state.c.contract).where(
+        partition_state.c.contract == contract, partition_state.c.partition == partition)).first()
+    if exists is None:
+        try:
+            with conn.begin_nested():
+                conn.execute(partition_state.insert().values(
+                    contract=contract, partition=partition, paused=False, heal_attempts=0, updated_at=_now()))
+        except IntegrityError:
+            pass  # another transaction created it first
+
+
+def _set_status(conn: Connection, candidate_id: int, status: CandidateStatus) -> None:
+    conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status=status))
+
+
+def _release_review_pause(conn: Connection, contract: str, partition: str) -> None:
+    """Resume a target paused for review once no candidate of it waits for review (other pauses stay)."""
+    waiting = conn.execute(sa.select(sa.func.count()).select_from(candidates).where(
+        candidates.c.contract == contract, candidates.c.partition == partition,
+        candidates.c.status == CandidateStatus.QUARANTINED)).scalar()
+    if not waiting:
+        conn.execute(partition_state.update().where(
+            partition_state.c.contract == contract, partition_state.c.partition == partition,
+            partition_state.c.paused.is_(True), partition_state.c.pause_reason.like(f"{REVIEW_PAUSE}%"),
+        ).values(paused=False, pause_reason=None, updated_at=_now()))
+
+
+def _state_update(columns: Sequence[str]) -> Any:
+    """UPDATE of some columns of one partition state, for executemany with c, p and the columns as params."""
+    return partition_state.update().where(
+        partition_state.c.contract == sa.bindparam("c"), partition_state.c.partition == sa.bindparam("p"),
+    ).values({name: sa.bindparam(name) for name in (*columns, "updated_at")})
+
+
+def _update_state(conn: Connection, contract: str, partition: str, **values: Any) -> None:
+    _ensure_state(conn, contract, partition)
+    conn.execute(partition_state.update().where(
+        partition_state.c.contract == contract, partition_state.c.partition == partition
+    ).values(updated_at=_now(), **values))
+
+
+def _count_streaks(conn: Connection, *, failed: Sequence[tuple[str, str, str]],
+                   succeeded: Sequence[tuple[str, str]]) -> None:
+    """Failure streaks and their outbox events, in the caller's transaction (partition states exist).
+
+    A failure lengthens its target's streak (event ``failed``, numbered by the target's failures ever); a
+    success after failures ends it (event ``recovered``). ``on: failing`` alerts when a streak reaches its
+    rule's ``failing_after``, once, and ``recovered`` follows only such a streak (service/activations.py).
+    """
+    keys = {(c, p) for c, p, _ in failed} | set(succeeded)
+    if not keys:
+        return
+    current: dict[tuple[str, str], tuple[int, int]] = {}
+    for contract in {c for c, _ in keys}:
+        rows = conn.execute(sa.select(partition_state.c.partition, partition_state.c.failure_streak,
+                                      partition_state.c.failure_count).where(
+            partition_state.c.contract == contract,
+            partition_state.c.partition.in_(sorted(p for c, p in keys if c == contract)))).all()
+        current.update({(contract, r.partition): (r.failure_streak or 0, r.failure_count or 0) for r in rows})
+    events: dict[OutboxKind, list[tuple[str, str, int, dict[str, Any]]]] = {OutboxKind.FAILED: [],
+                                                                          OutboxKind.RECOVERED: []}
+    changed: dict[tuple[str, str], tuple[int, int]] = {}
+    for contract, partition in succeeded:
+        streak, count = changed.get((contract, partition), current.get((contract, partition), (0, 0)))
+        if streak:
+            events[OutboxKind.RECOVERED].append((contract, partition, count, {"ended_streak": streak}))
+            changed[(contract, partition)] = (0, count)
+    for contract, partition, reason in failed:
+        streak, count = changed.get((contract, partition), current.get((contract, partition), (0, 0)))
+        changed[(contract, partition)] = (streak + 1, count + 1)
+        events[OutboxKind.FAILED].append((contract, partition, count + 1, {"streak": streak + 1,
+                                                                           "reason": reason[:500]}))
+    if succeeded:
+        now = _now()
+        conn.execute(_state_update(("last_success_at",)), [
+            {"c": c, "p": p, "last_success_at": now, "updated_at": now} for c, p in set(succeeded)])
+    if changed:
+        conn.execute(_state_update(("failure_streak", "failure_count")), [
+            {"c": c, "p": p, "failure_streak": streak, "failure_count": count, "updated_at": _now()}
+            for (c, p), (streak, count) in changed.items()])
+    for kind, items in events.items():
+        _outbox.write(conn, kind, items)

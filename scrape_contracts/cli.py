@@ -17,8 +17,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # Dagster reads an instance's config from $DAGSTER_HOME/dagster.yaml only; the demo and `dev` put this one there
 # the laptop instance config; demo and dev copy it into DAGSTER_HOME (Dagster reads it only there)
 LOCAL_INSTANCE_YAML = REPO_ROOT / "dagster.yaml"
-# runs the CLI executes itself print one line of their own; the full log is in the instance (and the UI)
-QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 class CliError(Exception):
@@ -102,6 +100,7 @@ def cmd_targets_list(args: argparse.Namespace) -> int:
 
 def cmd_review(args: argparse.Namespace) -> int:
     from scrape_contracts.defs import build_definitions
+    from scrape_contracts.launch import QUIET, failure_reason
 
     loaded = _contract(args, args.contract)
     store = _store(existing=True)
@@ -117,28 +116,12 @@ def cmd_review(args: argparse.Namespace) -> int:
         run_config={**QUIET, "ops": {"review_decision": {"config": config}}}, instance=instance,
         raise_on_error=False)
     if not result.success:
-        raise CliError(f"{_failure_reason(result)} (run {result.run_id})")
+        raise CliError(f"{failure_reason(result)} (run {result.run_id})")
     print(f"{args.decision}ed {loaded.contract.name}/{args.partition} (run {result.run_id})")
     latest = store.latest_accepted(loaded.contract.name, args.partition)
     if latest is not None:
         print(f"accepted now: v{latest.version} {latest.record}")
     return 0
-
-
-def _failure_reason(result) -> str:  # result: dg.ExecuteInProcessResult
-    """The reason a run failed, in the user's words: a ``dg.Failure``'s description, else the error's last line."""
-    for event in result.all_events:
-        if not event.is_step_failure:
-            continue
-        data = event.step_failure_data
-        if data.user_failure_data is not None and data.user_failure_data.description:
-            return data.user_failure_data.description.strip()
-        error = data.error
-        while error is not None and error.cause is not None:
-            error = error.cause
-        if error is not None:
-            return error.message.strip().splitlines()[-1]
-    return "the run failed: see it in the Dagster UI (Runs)"
 
 
 def _require_target(loaded, partition: str, instance, store) -> None:
@@ -272,46 +255,6 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def idempotent_run_id(contract: str, partition: str, key: str) -> str:
-    """The same contract, target and key always give the same run id: Dagster refuses a second run with it."""
-    from scrape_contracts.launch import idempotent_run_id as run_id_for
-
-    return run_id_for(contract, partition, key)
-
-
-def batch_run_id(contract: str, index: int, count: int, key: str) -> str:
-    from scrape_contracts.launch import idempotent_run_id as run_id_for
-
-    return run_id_for(contract, f"batch-{index}-of-{count}", key)
-
-
-def _run_specs(loaded, keys: list[str], args: argparse.Namespace) -> list:  # -> list[RunSpec]
-    from scrape_contracts.defs.batch import BATCH_TAG, batch_job_name
-    from scrape_contracts.defs.jobs import TARGET_TAG, scrape_job_name
-    from scrape_contracts.launch import RunSpec, chunks
-
-    name = loaded.contract.name
-    tags = {"scrape_contracts/idempotency_key": args.idempotency_key, "scrape_contracts/trigger": "cli",
-            "scrape_contracts/contract": name}
-    if args.force:
-        tags["scrape_contracts/force"] = "true"
-    reextract = getattr(args, "reextract", False)
-    if reextract:
-        tags["scrape_contracts/trigger"] = "cli-reextract"
-    if args.partition and not reextract:
-        key = args.partition
-        return [RunSpec(scrape_job_name(name), idempotent_run_id(name, key, args.idempotency_key),
-                        {**tags, "dagster/partition": key, TARGET_TAG: f"{name}/{key}"}, label=f"{name}/{key}")]
-    groups = chunks([args.partition] if args.partition else keys, loaded.contract.batch_size)
-    kind = "reextract" if reextract else "batch"
-    return [RunSpec(batch_job_name(name), batch_run_id(name, i, len(groups), f"{kind}:{args.idempotency_key}"
-                                                      if reextract else args.idempotency_key),
-                    {**tags, BATCH_TAG: f"{name}/{i}-of-{len(groups)}"},
-                    {"ops": {f"{name}_scrape_batch": {"config": {"partitions": group, "reextract": reextract}}}},
-                    label=f"{name} batch {i}/{len(groups)} ({len(group)} targets)")
-            for i, group in enumerate(groups, start=1)]
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     import warnings
 
@@ -349,7 +292,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             print(f"{spec.label}: already launched with this key: run {run.run_id} ({run.status.value})")
 
-    specs = _run_specs(loaded, keys, args)
+    specs = launch.run_specs(loaded, keys, idempotency_key=args.idempotency_key, partition=args.partition,
+                             force=args.force, reextract=getattr(args, "reextract", False))
     try:
         with warnings.catch_warnings():
             # Dagster warns with the whole stack trace of a location that fails to load, then raises

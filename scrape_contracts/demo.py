@@ -17,11 +17,10 @@ from pathlib import Path
 import dagster as dg
 
 from scrape_contracts.contract.loader import load_contracts
+from scrape_contracts.launch import QUIET  # the demo prints its own summary
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SITE = REPO_ROOT / "examples" / "site"
-# the demo prints its own summary; each run's full log is in the instance (and the UI)
-QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def _definitions(site_version: str) -> dg.Definitions:

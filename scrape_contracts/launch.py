@@ -17,6 +17,9 @@ from typing import Any
 import dagster as dg
 
 TERMINAL = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+# runs executed in this process (the CLI's, the API's, the demo's) print nothing of their own; the full log is in
+# the instance (and the UI)
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,57 @@ def idempotent_run_id(*parts: str) -> str:
 def chunks(keys: Sequence[str], size: int) -> list[list[str]]:
     ordered = sorted(keys)
     return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+
+
+def batch_run_id(contract: str, index: int, count: int, key: str) -> str:
+    return idempotent_run_id(contract, f"batch-{index}-of-{count}", key)
+
+
+def run_specs(loaded: Any, keys: list[str], *, idempotency_key: str, partition: str | None = None,
+              force: bool = False, reextract: bool = False) -> list[RunSpec]:
+    """The runs that scrape ``keys`` of a contract (a ``LoadedContract``): one run for one ``partition``, else
+    batched runs of the contract's ``batch_size``; ``reextract``: batches that extract the stored pages again.
+
+    The CLI and the API cut targets into runs this one way, so one key launches the same runs from either door.
+    """
+    from scrape_contracts.defs.batch import BATCH_TAG, batch_job_name
+    from scrape_contracts.defs.jobs import TARGET_TAG, scrape_job_name
+
+    name = loaded.contract.name
+    tags = {"scrape_contracts/idempotency_key": idempotency_key, "scrape_contracts/trigger": "cli",
+            "scrape_contracts/contract": name}
+    if force:
+        tags["scrape_contracts/force"] = "true"
+    if reextract:
+        tags["scrape_contracts/trigger"] = "cli-reextract"
+    if partition and not reextract:
+        return [RunSpec(scrape_job_name(name), idempotent_run_id(name, partition, idempotency_key),
+                        {**tags, "dagster/partition": partition, TARGET_TAG: f"{name}/{partition}"},
+                        label=f"{name}/{partition}")]
+    groups = chunks([partition] if partition else keys, loaded.contract.batch_size)
+    kind = "reextract" if reextract else "batch"
+    return [RunSpec(batch_job_name(name), batch_run_id(name, i, len(groups), f"{kind}:{idempotency_key}"
+                                                      if reextract else idempotency_key),
+                    {**tags, BATCH_TAG: f"{name}/{i}-of-{len(groups)}"},
+                    {"ops": {f"{name}_scrape_batch": {"config": {"partitions": group, "reextract": reextract}}}},
+                    label=f"{name} batch {i}/{len(groups)} ({len(group)} targets)")
+            for i, group in enumerate(groups, start=1)]
+
+
+def failure_reason(result: dg.ExecuteInProcessResult) -> str:
+    """The reason a run failed, in the user's words: a ``dg.Failure``'s description, else the error's last line."""
+    for event in result.all_events:
+        if not event.is_step_failure:
+            continue
+        data = event.step_failure_data
+        if data.user_failure_data is not None and data.user_failure_data.description:
+            return data.user_failure_data.description.strip()
+        error = data.error
+        while error is not None and error.cause is not None:
+            error = error.cause
+        if error is not None:
+            return error.message.strip().splitlines()[-1]
+    return "the run failed: see it in the Dagster UI (Runs)"
 
 
 def _in_process_target(workspace_file: str) -> Any | None:

@@ -9,7 +9,6 @@ that the API turns into a status code and the MCP server into a tool error.
 
 from __future__ import annotations
 
-import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import dagster as dg
 import sqlalchemy as sa
 
-from scrape_contracts import settings
+from scrape_contracts import launch, settings
 from scrape_contracts.adapters.schema import TextEnum
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract, load_contracts
@@ -167,8 +166,6 @@ class FrontDoor:
     # ---- writing --------------------------------------------------------------------------------
     def run_contract(self, principal: Principal, name: str, body: m.RunRequestBody, idempotency_key: str,
                      request_id: str) -> m.RunLaunch:
-        from scrape_contracts import launch
-        from scrape_contracts.cli import _run_specs
         from scrape_contracts.defs.partitions import partitions_for
 
         loaded = self._contract(principal, name, write=True)
@@ -192,9 +189,7 @@ class FrontDoor:
         if body.partition is None and not keys:
             raise Refused(Refusal.CONFLICT, f"nothing to scrape: {name!r} has no target that is not paused")
         # the CLI's way of cutting targets into runs (single target, or batches of batch_size), one source
-        args = types.SimpleNamespace(idempotency_key=key, force=body.force, partition=body.partition,
-                                     reextract=False)
-        specs = _run_specs(loaded, keys, args)
+        specs = launch.run_specs(loaded, keys, idempotency_key=key, partition=body.partition, force=body.force)
         for spec in specs:
             spec.tags["scrape_contracts/trigger"] = "api"
             spec.tags["scrape_contracts/principal"] = principal.name
@@ -250,7 +245,7 @@ class FrontDoor:
                   "by": principal.name, "reason": reason}
         result = self._job("target_state_job", {"set_target_state": {"config": config}})
         if not result.success:
-            raise Refused(Refusal.CONFLICT, _failure(result))
+            raise Refused(Refusal.CONFLICT, launch.failure_reason(result))
         state = self.store.state(name, key)
         recorded = state.pause_reason if state.paused else f"resumed by {principal.name}"
         self.audit.record(principal, "pause" if paused else "resume", name, key, reason, request_id,
@@ -268,10 +263,10 @@ class FrontDoor:
             config["candidate_id"] = body.candidate_id
         # the review job, as the CLI and the launchpad run it: the decision is in run history with who and why
         result = self._job("review_job", {"review_decision": {"config": config}})
-        outcome = f"run {result.run_id}: " + ("ok" if result.success else _failure(result))
+        outcome = f"run {result.run_id}: " + ("ok" if result.success else launch.failure_reason(result))
         self.audit.record(principal, f"review_{body.decision}", name, partition, body.reason, request_id, outcome)
         if not result.success:
-            raise Refused(Refusal.CONFLICT, _failure(result))
+            raise Refused(Refusal.CONFLICT, launch.failure_reason(result))
         latest = self.store.latest_accepted(name, partition)
         version = latest.version if latest is not None and body.decision == "accept" else None
         return m.ReviewResult(contract=name, partition=partition, decision=body.decision,
@@ -285,19 +280,12 @@ class FrontDoor:
             raise Refused(Refusal.NOT_FOUND, f"{loaded.contract.name!r} has no target {key!r}")
 
     def _job(self, job_name: str, ops: dict[str, Any]) -> dg.ExecuteInProcessResult:
-        from scrape_contracts.cli import QUIET
         from scrape_contracts.defs import build_definitions
 
         defs = build_definitions(self.contracts_dir)
         return defs.resolve_job_def(job_name).execute_in_process(
-            run_config={**QUIET, "ops": ops}, instance=self.instance, raise_on_error=False,
+            run_config={**launch.QUIET, "ops": ops}, instance=self.instance, raise_on_error=False,
             tags={"scrape_contracts/trigger": "api"})
-
-
-def _failure(result: dg.ExecuteInProcessResult) -> str:
-    from scrape_contracts.cli import _failure_reason
-
-    return _failure_reason(result)
 
 
 def _summary(loaded: LoadedContract) -> m.ContractSummary:

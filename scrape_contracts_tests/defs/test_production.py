@@ -10,7 +10,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from scrape_contracts.cli import idempotent_run_id, main
+from scrape_contracts.cli import main
+from scrape_contracts.launch import idempotent_run_id
 from scrape_contracts.queue import ScrapeRunCoordinator
 from scrape_contracts_tests.conftest import clean_env, finished_run
 from scrape_contracts_tests.readme import bash_blocks, project_folder

@@ -578,7 +578,8 @@ def runs_span(instance_env: InstanceEnv, key: str) -> float | None:
 
 def batch_knobs(concurrency: int | None, batch_size: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(fetch settings, contract settings) for the batch path, used only if the contract model has them."""
-    from scrape_contracts.contract.model import Contract, FetchSettings
+    from scrape_contracts.contract.fetch import FetchSettings
+    from scrape_contracts.contract.model import Contract
 
     fetch = {"concurrency": concurrency} if concurrency and "concurrency" in FetchSettings.model_fields else {}
     top = {"batch_size": batch_size} if batch_size and "batch_size" in Contract.model_fields else {}
@@ -586,7 +587,8 @@ def batch_knobs(concurrency: int | None, batch_size: int | None) -> tuple[dict[s
 
 
 def describe_knobs(fetch_knobs: dict[str, Any], top_knobs: dict[str, Any]) -> str:
-    from scrape_contracts.contract.model import Contract, FetchSettings
+    from scrape_contracts.contract.fetch import FetchSettings
+    from scrape_contracts.contract.model import Contract
 
     parts = []
     for name, given, model in (("fetch.concurrency", fetch_knobs.get("concurrency"), FetchSettings),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scrape_contracts.cli import REPO_ROOT, CliError, _contract, _instance, _store, _workspace_file
-from scrape_contracts.contract.model import without_userinfo
+from scrape_contracts.contract.targets import without_userinfo
 
 
 def register(sub: Any) -> None:

@@ -30,14 +30,12 @@ import re
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from scrape_contracts.contract.base import Strict
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _THRESHOLD_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Operational(str, Enum):
@@ -58,7 +56,7 @@ class RecordEvent(str, Enum):
     CHANGED = "changed"
 
 
-class Threshold(_Strict):
+class Threshold(Strict):
     """``10%`` (relative to the previous value) or ``5`` (absolute, in the field's unit)."""
 
     amount: float
@@ -85,7 +83,7 @@ _FLAG_TESTS = ("changed", "appears", "disappears")
 _NUMBER_TESTS = ("increased_by_more_than", "decreased_by_more_than", "above", "below")
 
 
-class When(_Strict):
+class When(Strict):
     """A condition: a group (``all`` / ``any`` of conditions) or tests on one ``field`` (all must hold)."""
 
     all: tuple[When, ...] | None = None
@@ -153,7 +151,7 @@ class When(_Strict):
         return set().union(*(c.numeric_fields() for c in (self.all or self.any or ())))
 
 
-class Activation(_Strict):
+class Activation(Strict):
     """One rule: a data condition (``when``) or operational events (``on``), and where it goes."""
 
     name: str

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from scrape_contracts.engine.select import SelectorError, compile_selector
+from scrape_contracts.contract.base import Strict, compiled
 
 ITEM_SELECTOR = "@item"  # the item selector's name in selector versions (no field can be called that)
 RECORD_KEY = "record_key"  # the column naming a record; no field of a list contract may use it
 
 
-class Pagination(BaseModel):
+class Pagination(Strict):
     """How to reach the next pages of a target: a link to follow, or a URL with the page number in it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     next: str | None = Field(
         None, description="Selector of the next page's link, e.g. \"a[rel=next]::attr(href)\" (resolved "
@@ -35,12 +33,7 @@ class Pagination(BaseModel):
     @field_validator("next")
     @classmethod
     def _next_compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                compile_selector(value)
-            except SelectorError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+        return None if value is None else compiled(value)
 
     @field_validator("url_template")
     @classmethod
@@ -64,10 +57,8 @@ class Pagination(BaseModel):
         return self
 
 
-class RecordsSpec(BaseModel):
+class RecordsSpec(Strict):
     """``records:``: one record per element the item selector matches, on every page of the target."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     item: str = Field(description="Selector of one element per record (CSS or XPath, no ::text/::attr); "
                                   "the fields' selectors are read inside it.")
@@ -102,11 +93,7 @@ class RecordsSpec(BaseModel):
         if "::text" in value or "::attr" in value:
             raise ValueError(f"item selector {value!r} must select elements (one per record), not text or an "
                              "attribute: drop ::text/::attr and read values in fields")
-        try:
-            compile_selector(value)
-        except SelectorError as exc:
-            raise ValueError(str(exc)) from None
-        return value
+        return compiled(value)
 
     @field_validator("coverage")
     @classmethod

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from scrape_contracts.contract.base import Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Schedule(_Strict):
+class Schedule(Strict):
     cron: str
     timezone: str = "UTC"
 
@@ -52,7 +50,7 @@ class Schedule(_Strict):
         return value
 
 
-class Canary(_Strict):
+class Canary(Strict):
     """``canary:`` on a contract (every target) or on one target (what it leaves out, the contract's says)."""
 
     schedule: Schedule | None = Field(None, description="Cron of the canary's own schedule (a string, or "

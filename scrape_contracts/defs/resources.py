@@ -10,7 +10,7 @@ import dagster as dg
 from scrape_contracts import settings
 from scrape_contracts.adapters.artifacts import ArtifactStore
 from scrape_contracts.adapters.store import ProjectStore
-from scrape_contracts.contract.model import FetchSettings
+from scrape_contracts.contract.fetch import FetchSettings
 
 
 class ProjectStoreResource(dg.ConfigurableResource):

@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.contract.model import DynamicTargets, Target, without_userinfo
 from scrape_contracts.contract.paths import confined_problem
+from scrape_contracts.contract.targets import DynamicTargets, Target, without_userinfo
 from scrape_contracts.defs.partitions import dynamic_partitions_name
 
 

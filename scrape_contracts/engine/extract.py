@@ -23,7 +23,7 @@ from scrape_contracts.engine.urls import UrlParseError, page_base, parse_url
 
 
 class FieldLike(Protocol):
-    """What extraction needs of a field; ``contract.model.FieldSpec`` satisfies it."""
+    """What extraction needs of a field; ``contract.fields.FieldSpec`` satisfies it."""
 
     selector: str
     type: str

@@ -20,7 +20,7 @@ from scrape_contracts import launch, settings
 from scrape_contracts.adapters.schema import TextEnum
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract, load_contracts
-from scrape_contracts.contract.model import without_userinfo
+from scrape_contracts.contract.targets import without_userinfo
 from scrape_contracts.frontdoor import models as m
 from scrape_contracts.frontdoor.audit import AuditTrail
 from scrape_contracts.frontdoor.idempotency import IdempotencyKeys, request_hash

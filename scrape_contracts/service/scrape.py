@@ -31,7 +31,7 @@ from scrape_contracts.service.records import (
 if TYPE_CHECKING:
     import parsel
 
-    from scrape_contracts.contract.model import FieldSpec
+    from scrape_contracts.contract.fields import FieldSpec
     from scrape_contracts.engine.heal import HealSpec
 
 

@@ -38,7 +38,7 @@ from scrape_contracts.adapters.fetch import (
     fetcher_for,
 )
 from scrape_contracts.adapters.netguard import ResolutionFailed
-from scrape_contracts.contract.model import FetchSettings
+from scrape_contracts.contract.fetch import FetchSettings
 from scrape_contracts_tests.fixture_site import FixtureSite, Request, Response
 
 pytestmark = pytest.mark.timeout(60)

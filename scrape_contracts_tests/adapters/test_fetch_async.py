@@ -22,7 +22,7 @@ from scrape_contracts.adapters.fetch import http_async
 from scrape_contracts.adapters.fetch.client import default_ssl_context
 from scrape_contracts.adapters.fetch.pool import AsyncPool
 from scrape_contracts.adapters.netguard import system_resolver
-from scrape_contracts.contract.model import FetchSettings
+from scrape_contracts.contract.fetch import FetchSettings
 from scrape_contracts_tests.adapters.test_fetch import host_port, other_site, site  # noqa: F401 (fixtures)
 from scrape_contracts_tests.fixture_site import FixtureSite, Request, Response
 

@@ -17,7 +17,7 @@ import pytest
 
 from scrape_contracts.adapters.fetch import FetchError, Page
 from scrape_contracts.adapters.fetch.browser import AsyncBrowserFetcher, BrowserFetcher
-from scrape_contracts.contract.model import BrowserSettings
+from scrape_contracts.contract.fetch import BrowserSettings
 from scrape_contracts_tests.browser_site import DEAL, SHOP, require_chromium, serve_deal
 from scrape_contracts_tests.fixture_site import FixtureSite, Request, Response
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scrape_contracts.adapters.fetch import FetchError, FixtureFetcher, InlineAsyncFetcher
-from scrape_contracts.contract.model import FetchSettings
+from scrape_contracts.contract.fetch import FetchSettings
 from scrape_contracts_tests.adapters.test_fetch import for_contract, mode, unwrap  # noqa: F401 (fixtures)
 
 

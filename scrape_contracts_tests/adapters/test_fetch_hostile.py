@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from scrape_contracts.adapters.fetch import FetchError
-from scrape_contracts.contract.model import FetchSettings
+from scrape_contracts.contract.fetch import FetchSettings
 from scrape_contracts_tests.adapters.test_fetch import (  # noqa: F401 (fixtures)
     for_contract,
     make_fetcher,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from scrape_contracts.cli import main
 from scrape_contracts.contract.loader import load_contracts
-from scrape_contracts.contract.model import PARTITION_KEY_RE, partition_key_for_url
+from scrape_contracts.contract.targets import PARTITION_KEY_RE, partition_key_for_url
 
 GOOD = """
 name: {name}

@@ -8,7 +8,7 @@ import pytest
 
 from scrape_contracts.cli import main
 from scrape_contracts.contract.loader import load_contracts
-from scrape_contracts.contract.model import partition_key_for_url
+from scrape_contracts.contract.targets import partition_key_for_url
 from scrape_contracts.defs.partitions import dynamic_partitions_name
 from scrape_contracts_tests.conftest import Harness
 

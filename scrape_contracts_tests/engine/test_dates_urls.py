@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scrape_contracts.contract.model import Contract, FieldSpec
+from scrape_contracts.contract.fields import FieldSpec
+from scrape_contracts.contract.model import Contract
 from scrape_contracts.engine.diff import diff_records
 from scrape_contracts.engine.extract import ValueParseError, extract_record, parse_value
 from scrape_contracts.engine.heal import HealSpec, heal

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from scrape_contracts.contract.model import FieldSpec
+from scrape_contracts.contract.fields import FieldSpec
 from scrape_contracts.engine.extract import ValueParseError, extract_record, parse_value
 
 PAGE = """<!doctype html><html><head>

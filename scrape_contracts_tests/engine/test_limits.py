@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scrape_contracts import settings
-from scrape_contracts.contract.model import FieldSpec
+from scrape_contracts.contract.fields import FieldSpec
 from scrape_contracts.engine.extract import extract_record
 from scrape_contracts.engine.heal import heal
 from scrape_contracts.engine.limits import Limits

@@ -14,7 +14,7 @@ from scrape_contracts.testing.reviews import Review, listing_pages, reviews
 
 
 def _fields() -> dict[str, Any]:
-    from scrape_contracts.contract.model import FieldSpec
+    from scrape_contracts.contract.fields import FieldSpec
 
     return {"id": FieldSpec(selector="::attr(data-review-id)"), "author": FieldSpec(selector=".author"),
             "rating": FieldSpec(selector=".rating", type="integer", pattern=r"(\d)/5")}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scrape_contracts.contract.model import FieldSpec
+from scrape_contracts.contract.fields import FieldSpec
 from scrape_contracts.engine.extract import extract_record
 from scrape_contracts.engine.rendering import BROWSER_HINT, browser_hint, has_scripts
 from scrape_contracts_tests.browser_site import EXAMPLE_CONTRACT, SHOP

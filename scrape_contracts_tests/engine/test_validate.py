@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from scrape_contracts.contract.model import FieldSpec
+from scrape_contracts.contract.fields import FieldSpec
 from scrape_contracts.engine.diff import diff_records
 from scrape_contracts.engine.outcome import Outcome, decide_outcome
 from scrape_contracts.engine.validate import validate_rules, validate_schema

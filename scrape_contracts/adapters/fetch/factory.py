@@ -18,7 +18,7 @@ from scrape_contracts.adapters.fetch.urls import redact_url
 from scrape_contracts.contract.paths import confined_problem
 
 if TYPE_CHECKING:
-    from scrape_contracts.contract.model import FetchSettings
+    from scrape_contracts.contract.fetch import FetchSettings
 
 
 class MisconfiguredFetcher(ClosesOnExit):

@@ -26,7 +26,7 @@ from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
 from scrape_contracts.adapters.netguard import AddressGuard
 
 if TYPE_CHECKING:
-    from scrape_contracts.contract.model import BrowserSettings, ClickStep
+    from scrape_contracts.contract.fetch import BrowserSettings, ClickStep
 
 # what a page may download with its scripts, styles and images, in multiples of max_bytes (the rendered
 # HTML's own limit): a page that streams for ever is cut off instead of filling the time limit with bytes

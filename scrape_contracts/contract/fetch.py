@@ -1,0 +1,114 @@
+"""``fetch:``: how a contract's pages are fetched (fixture files, HTTP, or a browser that renders them)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from scrape_contracts.contract.base import Strict, confined
+
+
+class ClickStep(Strict):
+    """A button the browser clicks after the page loaded: a consent banner, a "load more" button."""
+
+    selector: str = Field(description="CSS selector of the element to click (the first visible match).")
+    times: int = Field(
+        1, ge=1, le=100, description="Click up to this many times, while the element is there."
+    )
+    optional: bool = Field(
+        False,
+        description="No such element is fine (a banner shown to some visitors only); else the fetch fails.",
+    )
+
+    @field_validator("selector")
+    @classmethod
+    def _selector_is_css(cls, value: str) -> str:
+        return _css_problem("selector", value)
+
+
+class BrowserSettings(Strict):
+    """``fetch.browser``: how the browser adapter renders a page before it is extracted."""
+
+    executable: str | None = Field(
+        None, description="Chromium to drive; default $SCRAPE_CONTRACTS_CHROMIUM, else chromium on PATH."
+    )
+    wait_for: str | None = Field(None, description="CSS selector that must be on the page before it is read.")
+    network_idle: bool = Field(False, description="Also wait until no request was in flight for 0.5 s.")
+    timeout_s: float = Field(
+        20.0, gt=0, le=300, description="Longest wait for wait_for, network idle and each click step."
+    )
+    clicks: list[ClickStep] = Field(default_factory=list, description="Clicked in order, after loading.")
+    pages: int = Field(
+        4, ge=1, le=32, description="Pages rendered at once by one browser (a batch worker has one browser)."
+    )
+
+    @field_validator("wait_for")
+    @classmethod
+    def _wait_for_is_css(cls, value: str | None) -> str | None:
+        return None if value is None else _css_problem("wait_for", value)
+
+
+def _css_problem(setting: str, value: str) -> str:
+    # Chromium runs these selectors, so they are CSS only (no parsel ::text, no XPath)
+    from cssselect import GenericTranslator, SelectorError as CssError
+
+    if "::text" in value or "::attr" in value or value.lstrip().startswith(("/", "(")):
+        raise ValueError(f"{setting} {value!r} must be a plain CSS selector (no ::text, ::attr or XPath): "
+                         "the browser matches it")
+    try:
+        GenericTranslator().css_to_xpath(value)
+    except CssError as exc:
+        raise ValueError(f"{setting} {value!r} is not valid CSS: {exc}") from None
+    return value
+
+
+class FetchSettings(Strict):
+    adapter: Literal["fixture", "http", "browser"] = "http"
+    fixture_dir: str | None = Field(
+        None, description="fixture adapter: directory (relative to the contract) holding <host>/<path> pages."
+    )
+    timeout_s: float = Field(10.0, gt=0, le=300, description="Longest wait for any one network operation.")
+    deadline_s: float = Field(
+        60.0, gt=0, le=3600,
+        description="Wall-clock limit of one fetch: connecting, headers, body, redirects, retries and waits.",
+    )
+    headers: dict[str, str] = Field(default_factory=dict)
+    max_bytes: int = Field(5_000_000, gt=0, description="Responses larger than this are refused.")
+    max_redirects: int = Field(5, ge=0, le=20)
+    retries: int = Field(2, ge=0, le=10, description="Retries on connection errors, 429 and 5xx.")
+    allow_private_addresses: bool = Field(
+        False, description="Allow loopback/private/link-local targets (tests and intranet scrapes only)."
+    )
+    concurrency: int = Field(
+        4, ge=1, le=64,
+        description="Batched runs: requests in flight at once per host (politeness; raise it for your own sites).",
+    )
+    browser: BrowserSettings | None = Field(
+        None, description="browser adapter: wait conditions, click steps, the Chromium to drive."
+    )
+
+    @field_validator("fixture_dir")
+    @classmethod
+    def _fixture_dir_is_confined(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return confined("fetch.fixture_dir", value, info) if info.data.get("adapter") == "fixture" else value
+
+    @model_validator(mode="after")
+    def _fixture_dir_for_fixture(self) -> FetchSettings:
+        if self.adapter == "fixture" and not self.fixture_dir:
+            raise ValueError("the fixture adapter needs fixture_dir")
+        if self.adapter == "browser" and self.headers:
+            # Chromium keeps request headers set by interception on every redirect hop, whatever its origin:
+            # credentials meant for the site could reach another one, so none are sent until that is solved
+            raise ValueError("fetch.headers are not sent by the browser adapter (a redirect would carry them "
+                             "to other sites); remove them, or use the http adapter for pages that need them")
+        if self.browser is not None and self.adapter != "browser":
+            raise ValueError(f"fetch.browser is only read by the browser adapter; set `adapter: browser` "
+                             f"(now {self.adapter!r}) or remove fetch.browser")
+        return self
+
+    @property
+    def browser_settings(self) -> BrowserSettings:
+        """``fetch.browser`` or its defaults."""
+        return self.browser or BrowserSettings()
+

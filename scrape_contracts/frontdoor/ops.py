@@ -136,9 +136,7 @@ class FrontDoor:
         names = [self._contract(principal, contract).contract.name] if contract else \
             [c.contract.name for c in self._owned(principal)]
         events, last = read_events(self.instance, names, cursor, limit, self.high_water.mark(wait_s))
-        return m.EventPage(events=[m.TrailEvent(
-            id=str(e.cursor), contract=e.contract, timestamp=e.timestamp, run_id=e.run_id, partition=e.partition,
-            stage=e.stage, summary=e.summary, metadata=e.metadata) for e in events], next=str(last))
+        return m.EventPage(events=events, next=str(last))
 
     def ready(self) -> m.Health:
         checks = {}

@@ -32,7 +32,8 @@ from typing import Any
 import dagster as dg
 import sqlalchemy as sa
 
-from scrape_contracts.events import read_trail
+from scrape_contracts.events import TrailEvent as TrailLine, read_trail
+from scrape_contracts.frontdoor.models import TrailEvent
 
 CURSOR_PATTERN = r"^\d{1,18}(-\d{1,6})?$"
 _LAST_LINE = 1_000_000  # a cursor of a storage id alone: after every line of that record
@@ -57,29 +58,17 @@ class Cursor:
         return str(self.storage_id) if self.line == _LAST_LINE else f"{self.storage_id}-{self.line}"
 
 
-@dataclass(frozen=True)
-class ApiEvent:
-    cursor: Cursor
-    contract: str
-    timestamp: float
-    run_id: str
-    partition: str | None
-    stage: str
-    summary: str
-    metadata: dict[str, Any]
-
-
 def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
 def read_events(instance: dg.DagsterInstance, contracts: Sequence[str], after: Cursor, limit: int,
-                high_water: int | None) -> tuple[list[ApiEvent], Cursor]:
+                high_water: int | None) -> tuple[list[TrailEvent], Cursor]:
     """Trail lines of ``contracts`` after ``after``, oldest first, at most ``limit``, none past ``high_water``."""
     # a cursor inside a record re-reads that record and drops the lines already given
     start = after.storage_id - 1 if after.line != _LAST_LINE else after.storage_id
     bound = high_water if high_water is not None else None
-    lines: list[ApiEvent] = []
+    lines: list[tuple[Cursor, str, TrailLine]] = []
     for contract in contracts:
         events, last = read_trail(instance, contract, after=max(start, 0), limit=limit)
         if len({e.storage_id for e in events}) >= limit:
@@ -89,11 +78,13 @@ def read_events(instance: dg.DagsterInstance, contracts: Sequence[str], after: C
         for event in events:
             line = index.get(event.storage_id, 0)
             index[event.storage_id] = line + 1
-            lines.append(ApiEvent(Cursor(event.storage_id, line), contract, event.timestamp, event.run_id,
-                                  event.partition, event.stage, event.summary, _jsonable(event.metadata)))
-    shown = sorted((e for e in lines if e.cursor > after and (bound is None or e.cursor.storage_id <= bound)),
-                   key=lambda e: e.cursor)[:limit]
-    return shown, (shown[-1].cursor if shown else after)
+            lines.append((Cursor(event.storage_id, line), contract, event))
+    shown = sorted((e for e in lines if e[0] > after and (bound is None or e[0].storage_id <= bound)),
+                   key=lambda e: e[0])[:limit]
+    events = [TrailEvent(id=str(cursor), contract=contract, timestamp=e.timestamp, run_id=e.run_id,
+                         partition=e.partition, stage=e.stage, summary=e.summary, metadata=_jsonable(e.metadata))
+              for cursor, contract, e in shown]
+    return events, (shown[-1][0] if shown else after)
 
 
 class HighWater:

@@ -22,6 +22,7 @@ import pytest
 import sqlalchemy as sa
 
 from scrape_contracts_tests.fixture_site import FixtureSite
+from scrape_contracts_tests.receiver import Receiver
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -81,6 +82,18 @@ def pg_database() -> Iterator[str]:
 def site() -> Iterator[FixtureSite]:
     with FixtureSite() as fixture_site:
         yield fixture_site
+
+
+# what destinations sign with in tests: `secret: ${HOOK_SECRET}`
+HOOK_SECRET = "test-secret"
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """A webhook receiver on 127.0.0.1, with HOOK_SECRET set for the destinations that post to it."""
+    with Receiver() as found:
+        monkeypatch.setenv("HOOK_SECRET", HOOK_SECRET)
+        yield found
 
 
 # what `dagster.yaml` gives a laptop: Dagster's SQLite files through scrape_contracts/sqlite_instance.py

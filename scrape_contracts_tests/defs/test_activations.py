@@ -11,10 +11,9 @@ from scrape_contracts.adapters.destinations import verify
 from scrape_contracts.adapters.outbox import event_id
 from scrape_contracts.adapters.schema import DeliveryState, OutboxKind
 from scrape_contracts.cli import main
-from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.conftest import HOOK_SECRET, Harness, product_page
 from scrape_contracts_tests.receiver import Receiver
 
-SECRET = "test-secret"
 RULES = """
 activations:
   - name: price_drop
@@ -25,13 +24,6 @@ activations:
     on: [quarantined, paused]
     notify: [hook]
 """
-
-
-@pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch):
-    with Receiver() as receiver:
-        monkeypatch.setenv("HOOK_SECRET", SECRET)
-        yield receiver
 
 
 def _setup(harness: Harness, site: Any, receiver: Receiver) -> None:
@@ -82,7 +74,7 @@ def test_a_price_drop_fires_its_rule_once_signed_and_a_formatting_change_fires_n
     assert _deliver(harness, defs, request).success
     (got,) = receiver.received
     expected_id = event_id("shop", "p1", 2, "activation:price_drop")
-    assert verify(SECRET, got.headers, got.body) == expected_id
+    assert verify(HOOK_SECRET, got.headers, got.body) == expected_id
     body = got.json()
     assert body["rule"] == "price_drop" and body["record"] == {"title": "Kettle", "price": 88.0}
     assert "decreased by 12.0%" in body["reasons"][0]
@@ -132,7 +124,7 @@ def test_retries_are_recorded_and_a_dead_delivery_fails_the_run_until_replayed(
     assert main(["--contracts-dir", str(harness.contracts_dir), "deliveries", "replay"]) == 0
     assert "delivered" in capsys.readouterr().out
     last = receiver.received[-1]
-    assert verify(SECRET, last.headers, last.body) == dead[0].message_id
+    assert verify(HOOK_SECRET, last.headers, last.body) == dead[0].message_id
     assert last.json()["kind"] == "quarantined" and "review" in last.json()["summary"]
     assert harness.store.outbox().deliveries(status=DeliveryState.DEAD) == []
 
@@ -158,9 +150,9 @@ def test_the_readmes_receiver_sample_verifies_a_real_delivery(receiver: Receiver
     with httpx.Client() as client:
         deliver(request_for(hook, event), client)
     got = receiver.received[0]
-    assert namespace["verify"](SECRET, got.headers, got.body) == event.id
+    assert namespace["verify"](HOOK_SECRET, got.headers, got.body) == event.id
     with pytest.raises(ValueError, match="bad signature"):
-        namespace["verify"](SECRET, got.headers, got.body + b" ")
+        namespace["verify"](HOOK_SECRET, got.headers, got.body + b" ")
 
 
 def test_three_failures_in_a_row_alert_once_and_a_success_sends_the_recovery(

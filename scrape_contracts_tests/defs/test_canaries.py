@@ -16,22 +16,14 @@ import pytest
 from scrape_contracts.adapters.destinations import verify
 from scrape_contracts.contract.loader import load_contracts
 from scrape_contracts.defs.batch import batch_job_name
-from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.conftest import HOOK_SECRET, Harness, product_page
 from scrape_contracts_tests.receiver import Receiver
 
-SECRET = "canary-secret"
 CANARY = """
 canary:
   schedule: "0 */4 * * *"      # every 4 hours
   notify: [hook]
 """
-
-
-@pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch):
-    with Receiver() as receiver:
-        monkeypatch.setenv("HOOK_SECRET", SECRET)
-        yield receiver
 
 
 def _setup(harness: Harness, site: Any, receiver: Receiver) -> None:
@@ -115,7 +107,7 @@ def test_three_failed_canary_runs_alert_once_and_a_success_sends_the_recovery(
     assert received == [0, 0, 1, 1]  # the third failed run alerts; the fourth sends nothing
     assert harness.store.state("shop", "p1").failure_streak == 4
     alert = receiver.received[0]
-    assert verify(SECRET, alert.headers, alert.body)
+    assert verify(HOOK_SECRET, alert.headers, alert.body)
     body = alert.json()
     assert (body["kind"], body["rule"], body["target"]) == ("failing", "canary", "p1")
     assert body["summary"].startswith("canary failing: 3 scrapes in a row")

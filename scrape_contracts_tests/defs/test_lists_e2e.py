@@ -13,6 +13,7 @@ from scrape_contracts.reader import read_accepted
 from scrape_contracts.testing.reviews import Review, listing_pages, reviews
 from scrape_contracts_tests.conftest import Harness, failed_checks, materialized_keys
 from scrape_contracts_tests.defs.test_batch import run_batch
+from scrape_contracts_tests.receiver import Receiver
 
 REVIEWS_CONTRACT = """
 name: reviews
@@ -301,9 +302,8 @@ def test_a_batched_run_heals_the_list_too(sqlite_harness: Harness, site: Any) ->
 
 
 def test_record_added_and_changed_activations_fire_once_per_new_set(sqlite_harness: Harness, site: Any,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from scrape_contracts_tests.defs.test_activations import SECRET, _deliver, _tick
-    from scrape_contracts_tests.receiver import Receiver
+                                                                     receiver: Receiver) -> None:
+    from scrape_contracts_tests.defs.test_activations import _deliver, _tick
 
     harness = sqlite_harness
     serve(site, reviews(60))
@@ -317,26 +317,24 @@ activations:
     when: {all: [{record: changed}, {field: rating, decreased_by_more_than: 1}]}
     notify: [hook]
 """
-    with Receiver() as receiver:
-        monkeypatch.setenv("HOOK_SECRET", SECRET)
-        harness.write("reviews.yaml", REVIEWS_CONTRACT.format(url=site.url(PATH), tolerance=5) + rules)
-        harness.write("destinations.yaml", f"""
-            destinations:
-              hook:
-                type: webhook
-                url: {receiver.url}/hook
-                secret: ${{HOOK_SECRET}}
-            """)
-        defs = harness.definitions()
-        assert harness.run("reviews", "aurora", defs).success  # the first set: nothing to compare with
-        cursor = _tick(harness, defs, None).cursor
-        items = reviews(60)
-        items[7] = Review(items[7].id, items[7].author, 1, items[7].date, items[7].text)  # was 5 stars
-        serve(site, [Review("r100", "Nadia", 5, "2026-12-31", "Opened a second room."), *items])
-        assert harness.run("reviews", "aurora", defs).success
-        for request in _tick(harness, defs, cursor).run_requests or []:
-            assert _deliver(harness, defs, request).success
-        bodies = {got.json()["rule"]: got.json() for got in receiver.received}
+    harness.write("reviews.yaml", REVIEWS_CONTRACT.format(url=site.url(PATH), tolerance=5) + rules)
+    harness.write("destinations.yaml", f"""
+        destinations:
+          hook:
+            type: webhook
+            url: {receiver.url}/hook
+            secret: ${{HOOK_SECRET}}
+        """)
+    defs = harness.definitions()
+    assert harness.run("reviews", "aurora", defs).success  # the first set: nothing to compare with
+    cursor = _tick(harness, defs, None).cursor
+    items = reviews(60)
+    items[7] = Review(items[7].id, items[7].author, 1, items[7].date, items[7].text)  # was 5 stars
+    serve(site, [Review("r100", "Nadia", 5, "2026-12-31", "Opened a second room."), *items])
+    assert harness.run("reviews", "aurora", defs).success
+    for request in _tick(harness, defs, cursor).run_requests or []:
+        assert _deliver(harness, defs, request).success
+    bodies = {got.json()["rule"]: got.json() for got in receiver.received}
     assert set(bodies) == {"new_review", "downgraded"}
     assert bodies["new_review"]["record"] == {"count": 1, "records": [{"author": "Nadia", "rating": 5}]}
     assert bodies["new_review"]["changes"] == [{"set": {"added": 1, "removed": 0, "changed": 1,

@@ -224,6 +224,13 @@ class Harness:
         path.write_text(textwrap.dedent(text))
         return path
 
+    def write_hook_destination(self, receiver: Receiver) -> Path:
+        """destinations.yaml with one webhook, ``hook``, that posts to ``receiver`` signed with ${HOOK_SECRET}."""
+        return self.write("destinations.yaml", f"""
+            destinations:
+              hook: {{type: webhook, url: "{receiver.url}/hook", secret: "${{HOOK_SECRET}}"}}
+            """)
+
     def write_product_contract(self, name: str, urls: dict[str, str] | None = None, *, dynamic: bool = False,
                                extra: str = "") -> Path:
         if dynamic:

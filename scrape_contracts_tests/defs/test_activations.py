@@ -29,13 +29,7 @@ activations:
 def _setup(harness: Harness, site: Any, receiver: Receiver) -> None:
     site.set_page("/p/1", product_page("Kettle", "K-1", "$100.00"))
     harness.write_product_contract("shop", {"p1": site.url("/p/1")}, extra=RULES.format())
-    harness.write("destinations.yaml", f"""
-        destinations:
-          hook:
-            type: webhook
-            url: {receiver.url}/hook
-            secret: ${{HOOK_SECRET}}
-        """)
+    harness.write_hook_destination(receiver)
 
 
 def _tick(harness: Harness, defs: dg.Definitions, cursor: str | None) -> dg.SensorResult:
@@ -165,10 +159,7 @@ activations:
     failing_after: 3
     notify: [hook]
 """)
-    harness.write("destinations.yaml", f"""
-        destinations:
-          hook: {{type: webhook, url: "{receiver.url}/hook", secret: "${{HOOK_SECRET}}"}}
-        """)
+    harness.write_hook_destination(receiver)
     defs = harness.definitions()
     assert harness.run("shop", "p1", defs).success
     site.set_page("/p/1", "gone", status=404)

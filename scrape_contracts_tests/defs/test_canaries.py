@@ -41,10 +41,7 @@ def _setup(harness: Harness, site: Any, receiver: Receiver) -> None:
           price: {{selector: "#price", type: price}}
         {CANARY.strip().replace(chr(10), chr(10) + '        ')}
         """)
-    harness.write("destinations.yaml", f"""
-        destinations:
-          hook: {{type: webhook, url: "{receiver.url}/hook", secret: "${{HOOK_SECRET}}"}}
-        """)
+    harness.write_hook_destination(receiver)
 
 
 def _canary_tick(harness: Harness, defs: dg.Definitions, name: str, hour: int) -> list[dg.RunRequest]:

@@ -318,13 +318,7 @@ activations:
     notify: [hook]
 """
     harness.write("reviews.yaml", REVIEWS_CONTRACT.format(url=site.url(PATH), tolerance=5) + rules)
-    harness.write("destinations.yaml", f"""
-        destinations:
-          hook:
-            type: webhook
-            url: {receiver.url}/hook
-            secret: ${{HOOK_SECRET}}
-        """)
+    harness.write_hook_destination(receiver)
     defs = harness.definitions()
     assert harness.run("reviews", "aurora", defs).success  # the first set: nothing to compare with
     cursor = _tick(harness, defs, None).cursor

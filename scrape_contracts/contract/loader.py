@@ -17,11 +17,11 @@ import yaml
 from pydantic import ValidationError
 
 from scrape_contracts import settings
-from scrape_contracts.contract import safe_yaml
+from scrape_contracts.contract import destinations, safe_yaml
 from scrape_contracts.contract.model import Contract
 
 DEFAULT_CONTRACTS_DIR = Path(__file__).resolve().parents[2] / "contracts"
-# files beside the contracts that are not contracts (destinations: adapters/destinations/config.py)
+# files beside the contracts that are not contracts (destinations: contract/destinations.py)
 NOT_CONTRACTS = frozenset({"destinations.yaml"})
 
 
@@ -198,4 +198,24 @@ def load_contracts(directory: Path | str | None = None) -> LoadResult:
             continue
         first_file[contract.name] = path
         result.contracts.append(LoadedContract(contract, path))
+    _check_destinations(root, result)
     return result
+
+
+def _check_destinations(root: Path, result: LoadResult) -> None:
+    """A contract notifying a destination that destinations.yaml does not declare does not load (its alerts
+    would only fail when the first one is sent); a broken destinations.yaml is an error of its own."""
+    try:
+        declared = destinations.load_destinations(root)
+    except destinations.DestinationError as exc:
+        path = str(root / destinations.FILE_NAME)
+        result.errors.append(ContractError(path, "", str(exc).removeprefix(f"{path}: ")))
+        return
+    for loaded in list(result.contracts):
+        unknown = destinations.unknown_names(loaded.contract, declared)
+        if not unknown:
+            continue
+        node = safe_yaml.compose(loaded.path.read_text(), settings.yaml_limits())
+        result.errors.extend(ContractError(str(loaded.path), _readable_loc(where), message, _line_of(node, where))
+                             for where, message in unknown)
+        result.contracts.remove(loaded)

@@ -12,7 +12,7 @@ from scrape_contracts.adapters.destinations import (
     DeliveryPolicy, DeliveryStatus, DestinationError, OutgoingEvent, SignatureError, deliver, event_id,
     load_destinations, request_for, verify,
 )
-from scrape_contracts.adapters.destinations.config import parse_destinations
+from scrape_contracts.contract.destinations import parse_destinations
 from scrape_contracts_tests.receiver import Receiver
 
 SECRET = "s3cret-for-tests"

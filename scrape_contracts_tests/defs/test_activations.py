@@ -131,7 +131,7 @@ def test_the_readmes_receiver_sample_verifies_a_real_delivery(receiver: Receiver
     import httpx
 
     from scrape_contracts.adapters.destinations import OutgoingEvent, deliver, request_for
-    from scrape_contracts.adapters.destinations.config import parse_destinations
+    from scrape_contracts.contract.destinations import parse_destinations
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = re.search(r"<!-- receiver-sample[^>]*-->\n```python\n(.*?)```", readme, re.S).group(1)

@@ -1,12 +1,13 @@
 """Where outgoing events go: a generic signed webhook, Slack and Telegram, declared in ``destinations.yaml``.
 
-``config`` reads the declarations (secrets only as ``${ENV}``), ``messages`` turns an event into the HTTP
+``contract/destinations.py`` reads the declarations (secrets only as ``${ENV}``; the contracts' loader
+checks every name they notify against them), ``messages`` turns an event into the HTTP
 request each destination expects, ``signing`` signs and verifies webhook bodies, and ``delivery`` sends one
 request with the retry policy (at most 3 attempts, 2/4/8 s backoff honouring ``Retry-After``, retries on
 429, 5xx and connection errors only). Nothing here knows Dagster or the store.
 """
 
-from scrape_contracts.adapters.destinations.config import (
+from scrape_contracts.contract.destinations import (
     DestinationError, Destinations, SlackDestination, TelegramDestination, WebhookDestination, load_destinations,
 )
 from scrape_contracts.adapters.destinations.delivery import (

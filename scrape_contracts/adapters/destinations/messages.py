@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from scrape_contracts.adapters.destinations.config import (
+from scrape_contracts.contract.destinations import (
     SlackDestination, TelegramDestination, WebhookDestination, resolve,
 )
 from scrape_contracts.adapters.outbox import event_id

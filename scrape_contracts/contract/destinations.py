@@ -17,7 +17,8 @@
 
 Secrets are written only as ``${ENV}`` references: the file can be committed. They are read from the
 environment when a message is sent, so a missing variable fails that delivery with a message naming it
-instead of breaking the code location.
+instead of breaking the code location. The names are checked when the contracts load (``unknown_names``):
+a contract that notifies a destination not declared here does not load.
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from scrape_contracts.contract import safe_yaml
+
+if TYPE_CHECKING:
+    from scrape_contracts.contract.model import Contract
 
 FILE_NAME = "destinations.yaml"
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -155,3 +160,27 @@ def load_destinations(contracts_dir: Path) -> Destinations:
     except Exception as exc:  # noqa: BLE001 (YAML errors of every kind become one line)
         raise DestinationError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
     return parse_destinations(data, str(path))
+
+
+def notified(contract: Contract) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """(where in the YAML, destination name) of every name the contract notifies: its activations, its
+    canary and its targets' canaries."""
+    for i, rule in enumerate(contract.activations):
+        for name in rule.notify:
+            yield ("activations", i, "notify"), name
+    for name in (contract.canary.notify or ()) if contract.canary is not None else ():
+        yield ("canary", "notify"), name
+    for i, target in enumerate(contract.static_targets):
+        canary = getattr(target.canary, "notify", None)
+        for name in canary or ():
+            yield ("targets", i, "canary", "notify"), name
+
+
+def unknown_names(contract: Contract, declared: Destinations) -> list[tuple[tuple[str | int, ...], str]]:
+    """The references of ``notified`` to destinations ``declared`` does not have, with what to do."""
+    if declared:
+        known = f"destinations.yaml declares {', '.join(sorted(declared))}"
+    else:
+        known = f"there is no {FILE_NAME} beside the contracts declaring any (see Activations in README.md)"
+    return [(where, f"unknown destination {name!r}: {known}") for where, name in notified(contract)
+            if name not in declared]

@@ -161,3 +161,20 @@ def test_a_paused_target_shows_as_stale_over_graphql(home: Path, tmp_path: Path,
         assert "stale: paused (held by hand)" in latest["p2"]["evaluation"]["description"]
     finally:
         _stop(webserver)
+
+
+@pytest.mark.parametrize("shipped", ["dagster.yaml", "deploy/dagster.postgres.yaml"])
+def test_the_shipped_instances_evaluate_freshness(shipped: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  request: pytest.FixtureRequest) -> None:
+    """The demo's and production's dagster.yaml turn Dagster's freshness daemon on (scrape/C's policy) and
+    run the sensor daemon that evaluates refreshed_on_schedule per target."""
+    if "postgres" in shipped:
+        monkeypatch.setenv("DAGSTER_PG_URL", request.getfixturevalue("pg_database"))
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(REPO / shipped, home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_settings("freshness") == {"enabled": True}  # said, not left to Dagster's default
+        assert instance.freshness_enabled
+        assert {"FRESHNESS_DAEMON", "SENSOR"} <= set(instance.get_required_daemon_types())

@@ -81,7 +81,8 @@ def _summary(row: OutboxRow) -> str:
     if row.kind == OutboxKind.FAILED:
         return f"failing: {row.data.get('streak')} scrapes in a row failed or were rejected; last: {row.data.get('reason')}"
     if row.kind == OutboxKind.RECOVERED:
-        return f"recovered after {row.data.get('ended_streak')} failed or rejected scrapes"
+        return (f"recovered after {row.data.get('ended_streak')} failed or rejected scrapes"
+                + ("; the page was read again and waits for review" if row.data.get("by") == "quarantined" else ""))
     return f"{row.kind.value}"
 
 

@@ -124,6 +124,53 @@ def test_three_failed_canary_runs_alert_once_and_a_success_sends_the_recovery(
     assert [r.json()["kind"] for r in receiver.received] == ["failing", "recovered", "failing"]
 
 
+def test_rejected_scrapes_count_and_a_quarantine_breaks_the_streak(
+        sqlite_harness: Harness, site: Any, receiver: Receiver) -> None:
+    """Rejected canary scrapes are failures in the row; a quarantined one read the page (the site works): it
+    ends the streak, with the recovery notice when the streak had alerted, so the failures after it start a
+    new row."""
+    harness = sqlite_harness
+    _setup(harness, site, receiver)
+    shop = harness.contracts_dir / "shop.yaml"
+    shop.write_text(shop.read_text().replace("type: price}", "type: price, rules: {max_change_pct: 50}}")
+                    + "healing: {enabled: false}\n")
+    defs = harness.definitions()
+    hours = iter(range(0, 24))
+
+    def canary_run() -> None:
+        (request,) = _canary_tick(harness, defs, "canary_shop_schedule", next(hours))
+        _run_batch(harness, defs, request)
+
+    canary_run()
+    cursor = _deliver_new(harness, defs, None)
+    site.set_page("/p/1", product_page("Kettle", "K-1", "no price today"))  # required price missing: rejected
+    for _ in range(3):
+        canary_run()
+        cursor = _deliver_new(harness, defs, cursor)
+    assert harness.store.latest_candidate("shop", "p1").status == "rejected"
+    assert [r.json()["kind"] for r in receiver.received] == ["failing"]
+
+    site.set_page("/p/1", product_page("Kettle", "K-1", "$900.00"))  # read fine, beyond the change limit
+    canary_run()
+    cursor = _deliver_new(harness, defs, cursor)
+    assert harness.store.latest_candidate("shop", "p1").status == "quarantined"
+    assert harness.store.state("shop", "p1").failure_streak == 0
+    assert [r.json()["kind"] for r in receiver.received] == ["failing", "recovered"]
+    assert "recovered after 3 failed or rejected scrapes; the page was read again and waits for review" in \
+        receiver.received[1].json()["summary"]
+
+    harness.store.decide("shop", "p1", "reject", reviewer="alice", reason="glitch")  # resumes the target
+    site.set_page("/p/1", product_page("Kettle", "K-1", "no price today"))
+    for expected in (1, 2):
+        canary_run()
+        cursor = _deliver_new(harness, defs, cursor)
+        assert harness.store.state("shop", "p1").failure_streak == expected  # a new row, counted from one
+    assert len(receiver.received) == 2  # two in the new row: no alert yet
+    canary_run()
+    _deliver_new(harness, defs, cursor)
+    assert [r.json()["kind"] for r in receiver.received] == ["failing", "recovered", "failing"]
+
+
 @pytest.mark.parametrize(("yaml", "message"), [
     ("canary: {schedule: '0 */4 * * *'}", "canary needs notify"),
     ("canary: {notify: [hook]}", "canary needs schedule"),

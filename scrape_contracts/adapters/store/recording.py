@@ -98,6 +98,8 @@ class CandidatesMixin(Connected):
         )
         _set_status(conn, candidate_id, CandidateStatus.QUARANTINED)
         _update_state(conn, cand.contract, cand.partition, paused=True, pause_reason=f"{REVIEW_PAUSE}: {reason}")
+        # the page was read and extracted: the row of failures ends here (not a success: no new data yet)
+        _count_streaks(conn, failed=[], succeeded=[], ended=[(cand.contract, cand.partition)])
         _outbox.write(conn, OutboxKind.QUARANTINED, [(cand.contract, cand.partition, candidate_id, {
             "candidate_id": candidate_id, "reason": reason, "run_id": cand.run_id})])
         return CandidateStatus.QUARANTINED

@@ -190,14 +190,15 @@ def _update_state(conn: Connection, contract: str, partition: str, **values: Any
 
 
 def _count_streaks(conn: Connection, *, failed: Sequence[tuple[str, str, str]],
-                   succeeded: Sequence[tuple[str, str]]) -> None:
+                   succeeded: Sequence[tuple[str, str]], ended: Sequence[tuple[str, str]] = ()) -> None:
     """Failure streaks and their outbox events, in the caller's transaction (partition states exist).
 
     A failure lengthens its target's streak (event ``failed``, numbered by the target's failures ever); a
-    success after failures ends it (event ``recovered``). ``on: failing`` alerts when a streak reaches its
-    rule's ``failing_after``, once, and ``recovered`` follows only such a streak (service/activations.py).
+    success after failures ends it (event ``recovered``), and so does a quarantine (``ended``: the page was
+    read, but nothing was accepted, so the last success stays). ``on: failing`` alerts when a streak reaches
+    its rule's ``failing_after``, once, and ``recovered`` follows only such a streak (service/activations.py).
     """
-    keys = {(c, p) for c, p, _ in failed} | set(succeeded)
+    keys = {(c, p) for c, p, _ in failed} | set(succeeded) | set(ended)
     if not keys:
         return
     current: dict[tuple[str, str], tuple[int, int]] = {}
@@ -210,10 +211,11 @@ def _count_streaks(conn: Connection, *, failed: Sequence[tuple[str, str, str]],
     events: dict[OutboxKind, list[tuple[str, str, int, dict[str, Any]]]] = {OutboxKind.FAILED: [],
                                                                           OutboxKind.RECOVERED: []}
     changed: dict[tuple[str, str], tuple[int, int]] = {}
-    for contract, partition in succeeded:
+    for contract, partition in [*succeeded, *ended]:
         streak, count = changed.get((contract, partition), current.get((contract, partition), (0, 0)))
         if streak:
-            events[OutboxKind.RECOVERED].append((contract, partition, count, {"ended_streak": streak}))
+            data = {"ended_streak": streak, **({"by": "quarantined"} if (contract, partition) in ended else {})}
+            events[OutboxKind.RECOVERED].append((contract, partition, count, data))
             changed[(contract, partition)] = (0, count)
     for contract, partition, reason in failed:
         streak, count = changed.get((contract, partition), current.get((contract, partition), (0, 0)))

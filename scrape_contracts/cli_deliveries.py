@@ -10,7 +10,7 @@ from typing import Any
 def register(sub: Any) -> None:
     deliveries = sub.add_parser("deliveries", help="outgoing events (activations): list them, replay dead ones"
                                 ).add_subparsers(dest="deliveries_command", required=True)
-    p = deliveries.add_parser("list", help="deliveries and their status (pending, delivered, dead)")
+    p = deliveries.add_parser("list", help="messages and their status: pending (not sent yet), delivered, dead")
     p.add_argument("--status", choices=["pending", "delivered", "dead"], help="only these")
     p.set_defaults(func=cmd_list)
     p = deliveries.add_parser("replay", help="send dead deliveries again, with the same event ids")
@@ -20,17 +20,32 @@ def register(sub: Any) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from scrape_contracts.adapters.schema import DeliveryState
-    from scrape_contracts.cli import _store
+    from scrape_contracts.cli import _instance, _load, _store
+    from scrape_contracts.defs.activations import awaiting_delivery
+    from scrape_contracts.service.activations import undelivered
 
-    outbox = _store(existing=True).outbox()
-    found = outbox.deliveries(status=DeliveryState(args.status) if args.status else None)
-    if not found:
-        print("no deliveries" + (f" with status {args.status}" if args.status else ""))
+    store = _store(existing=True)
+    outbox = store.outbox()
+    status = DeliveryState(args.status) if args.status else None
+    found = outbox.deliveries(status=status)
     for d in found:
         last = d.history[-1] if d.history else {}
         why = last.get("error") or (f"HTTP {last.get('status')}" if last.get("status") else "")
         print(f"{d.message_id} {d.destination} ({d.rule}): {d.status.value} after {d.attempts} attempt(s)"
               + (f" — {why}" if d.status == DeliveryState.DEAD and why else ""))
+    pending = 0
+    if status in (None, DeliveryState.PENDING):
+        # not sent yet: the messages of outbox rows no delivery run has finished with, under the rules now
+        listed = {(d.message_id, d.destination) for d in found}
+        contracts = _load(args).by_name()
+        for rows in awaiting_delivery(_instance(), outbox):
+            for m in undelivered(store, rows, contracts):
+                if (m.event.id, m.destination) not in listed:
+                    pending += 1
+                    print(f"{m.event.id} {m.destination} ({m.rule}): pending — {m.event.kind} of "
+                          f"{m.event.contract}/{m.event.target}, outbox row {m.outbox_id}")
+    if not found and not pending:
+        print("no deliveries" + (f" with status {args.status}" if args.status else ""))
     return 0
 
 

@@ -6,13 +6,18 @@ restart skips nothing (the cursor only moves with a tick that succeeded). Many e
 (a range of up to ``BATCH`` rows). A delivery that is dead (a 4xx, or three failed attempts) fails the run,
 visible in the UI with every attempt in its metadata; re-executing the run, or ``scrape-contracts
 deliveries replay``, sends the same message ids again. A message already delivered is never sent twice.
+What is still to be sent (``deliveries list --status pending``) is read from the same two places: the
+sensor's cursor as the daemon stored it, and the ranges of delivery runs that have not finished.
 """
 
+
+from collections.abc import Iterator
 
 import dagster as dg
 from pydantic import Field
 
 from scrape_contracts.adapters.destinations import DestinationError, load_destinations
+from scrape_contracts.adapters.outbox import Outbox, OutboxRow
 from scrape_contracts.adapters.schema import DeliveryState
 from scrape_contracts.contract.loader import LoadResult, contracts_dir
 from scrape_contracts.defs.resources import ProjectStoreResource
@@ -20,6 +25,10 @@ from scrape_contracts.service.activations import Sent, deliver_rows, has_routes
 
 BATCH = 500
 JOB_NAME = "deliver_events_job"
+SENSOR_NAME = "activation_sensor"
+RANGE_TAG = "scrape_contracts/outbox"
+_UNFINISHED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
 class DeliveryConfig(dg.Config):
@@ -77,7 +86,7 @@ def build_activation_defs(result: LoadResult) -> tuple[list[dg.SensorDefinition]
         deliver_events()
 
     # by name: a job object here makes Dagster warn (BetaWarning, owners) whenever resources are attached
-    @dg.sensor(name="activation_sensor", job_name=JOB_NAME, minimum_interval_seconds=30,
+    @dg.sensor(name=SENSOR_NAME, job_name=JOB_NAME, minimum_interval_seconds=30,
                default_status=dg.DefaultSensorStatus.RUNNING,
                description="Reads the outbox after its cursor and requests a delivery run per range of rows.")
     def activation_sensor(context: dg.SensorEvaluationContext, store: ProjectStoreResource) -> dg.SensorResult:
@@ -96,6 +105,42 @@ def build_activation_defs(result: LoadResult) -> tuple[list[dg.SensorDefinition]
         return dg.SensorResult(run_requests=[dg.RunRequest(
             run_key=f"deliver:{first}-{last}",
             run_config={"ops": {"deliver_events": {"config": {"first_id": first, "last_id": last}}}},
-            tags={"scrape_contracts/outbox": f"{first}-{last}"})], cursor=str(last))
+            tags={RANGE_TAG: f"{first}-{last}"})], cursor=str(last))
 
     return [activation_sensor], [deliver_events_job]
+
+
+def _sensor_cursor(instance: dg.DagsterInstance) -> int:
+    """The last outbox id activation_sensor handed to a run, as the daemon stored it (0: it never has; the
+    lowest, should several code locations run one)."""
+    from dagster._core.scheduler.instigation import InstigatorType
+
+    states = [s for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+              if s.instigator_name == SENSOR_NAME]
+    cursors = [getattr(s.instigator_data, "cursor", None) for s in states]
+    return min((int(c) if c else 0 for c in cursors), default=0)
+
+
+def _open_ranges(instance: dg.DagsterInstance) -> set[tuple[int, int]]:
+    """The outbox ranges of delivery runs not finished yet, or failed and not run again successfully."""
+    def ranges(statuses: list[dg.DagsterRunStatus]) -> set[tuple[int, int]]:
+        runs = instance.get_runs(dg.RunsFilter(job_name=JOB_NAME, statuses=statuses))
+        found = (run.tags.get(RANGE_TAG, "").partition("-") for run in runs)
+        return {(int(first), int(last)) for first, _, last in found if first.isdigit() and last.isdigit()}
+
+    return ranges(_UNFINISHED) | (ranges([dg.DagsterRunStatus.FAILURE]) - ranges([dg.DagsterRunStatus.SUCCESS]))
+
+
+def awaiting_delivery(instance: dg.DagsterInstance, outbox: Outbox) -> Iterator[list[OutboxRow]]:
+    """Outbox rows no delivery run has finished with, in lists of at most ``BATCH``: those of delivery runs
+    queued, running, or failed, then those after activation_sensor's cursor (the daemon requests runs for
+    them at its next ticks)."""
+    cursor = _sensor_cursor(instance)
+    handed = {r.id: r for first, last in _open_ranges(instance) if first <= cursor
+              for r in outbox.between(first, min(last, cursor))}
+    ids = sorted(handed)
+    for start in range(0, len(ids), BATCH):
+        yield [handed[i] for i in ids[start:start + BATCH]]
+    while batch := outbox.after(cursor, BATCH):
+        yield batch
+        cursor = batch[-1].id

@@ -166,6 +166,23 @@ def _set_messages(row: OutboxRow, contract: Any, old: dict[str, Any], new: dict[
     return found
 
 
+def _settled(before: Delivery | None, replay: bool = False) -> bool:
+    """Whether a message with this delivery record is not to be sent (again)."""
+    return before is not None and (before.status == DeliveryState.DELIVERED
+                                   or (before.status == DeliveryState.DEAD and not replay))
+
+
+def undelivered(store: ProjectStore, rows: Sequence[OutboxRow], contracts: Mapping[str, LoadedContract]
+                ) -> list[Message]:
+    """The messages of ``rows``, under the contracts as they are now, that no delivery has settled (delivered
+    or dead): what the next delivery run over them would send (``deliveries list --status pending``)."""
+    outbox = store.outbox()
+    settled = {(d.message_id, d.destination) for d in outbox.deliveries(outbox_ids=[r.id for r in rows])
+               if _settled(d)}
+    return [m for row in rows for m in messages_for(row, contracts.get(row.contract), store)
+            if (m.event.id, m.destination) not in settled]
+
+
 def deliver_rows(store: ProjectStore, rows: Sequence[OutboxRow], contracts: Mapping[str, LoadedContract],
                  destinations: Destinations, *, run_id: str = "", replay: bool = False,
                  policy: DeliveryPolicy = DeliveryPolicy(), client: httpx.Client | None = None,
@@ -179,8 +196,7 @@ def deliver_rows(store: ProjectStore, rows: Sequence[OutboxRow], contracts: Mapp
         for row in rows:
             for message in messages_for(row, contracts.get(row.contract), store):
                 before = outbox.delivery(message.event.id, message.destination)
-                if before is not None and (before.status == DeliveryState.DELIVERED
-                                           or (before.status == DeliveryState.DEAD and not replay)):
+                if _settled(before, replay):
                     sent.append(Sent(message, before.status, "already " + before.status.value,
                                      tuple(before.history), skipped=True))
                     continue

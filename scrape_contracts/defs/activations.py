@@ -113,10 +113,8 @@ def build_activation_defs(result: LoadResult) -> tuple[list[dg.SensorDefinition]
 def _sensor_cursor(instance: dg.DagsterInstance) -> int:
     """The last outbox id activation_sensor handed to a run, as the daemon stored it (0: it never has; the
     lowest, should several code locations run one)."""
-    from dagster._core.scheduler.instigation import InstigatorType
-
-    states = [s for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
-              if s.instigator_name == SENSOR_NAME]
+    states = [s for s in instance.all_instigator_state()
+              if s.instigator_name == SENSOR_NAME and s.instigator_type.value == "SENSOR"]
     cursors = [getattr(s.instigator_data, "cursor", None) for s in states]
     return min((int(c) if c else 0 for c in cursors), default=0)
 
@@ -128,7 +126,11 @@ def _open_ranges(instance: dg.DagsterInstance) -> set[tuple[int, int]]:
         found = (run.tags.get(RANGE_TAG, "").partition("-") for run in runs)
         return {(int(first), int(last)) for first, _, last in found if first.isdigit() and last.isdigit()}
 
-    return ranges(_UNFINISHED) | (ranges([dg.DagsterRunStatus.FAILURE]) - ranges([dg.DagsterRunStatus.SUCCESS]))
+    def run_again(first: int, last: int) -> bool:
+        return instance.get_runs_count(dg.RunsFilter(job_name=JOB_NAME, statuses=[dg.DagsterRunStatus.SUCCESS],
+                                                     tags={RANGE_TAG: f"{first}-{last}"})) > 0
+
+    return ranges(_UNFINISHED) | {r for r in ranges([dg.DagsterRunStatus.FAILURE]) if not run_again(*r)}
 
 
 def awaiting_delivery(instance: dg.DagsterInstance, outbox: Outbox) -> Iterator[list[OutboxRow]]:

@@ -18,7 +18,7 @@ import pytest
 from scrape_contracts.adapters.outbox import event_id
 from scrape_contracts.cli import main
 from scrape_contracts_tests.conftest import Harness, clean_env, product_page
-from scrape_contracts_tests.defs.test_activations import RULES, _deliver, _setup, _tick, receiver  # noqa: F401
+from scrape_contracts_tests.defs.test_activations import RULES, _deliver, _setup, _tick
 from scrape_contracts_tests.receiver import Receiver
 
 BIN = Path(sys.executable).parent

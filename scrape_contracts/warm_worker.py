@@ -42,7 +42,8 @@ _MAX_SNAPSHOT_FILES = 5000  # a folder holding more (fixture pages, say) is not 
 
 def contracts_snapshot() -> tuple | None:
     """What the code location is built from: the settings, and every file under the contracts folder with its
-    size and mtime. None when it cannot be told."""
+    size, mtime, ctime and inode (a copy that keeps size and mtime still changes the ctime). None when it
+    cannot be told."""
     from scrape_contracts.contract.loader import contracts_dir
 
     root = contracts_dir().resolve()
@@ -51,7 +52,7 @@ def contracts_snapshot() -> tuple | None:
         for folder, _dirs, names in os.walk(root):
             for name in names:
                 stat = os.stat(os.path.join(folder, name))
-                files.append((folder, name, stat.st_mtime_ns, stat.st_size, stat.st_ino))
+                files.append((folder, name, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino))
                 if len(files) > _MAX_SNAPSHOT_FILES:
                     return None
     except OSError:
@@ -67,8 +68,11 @@ _preloaded: tuple | None = None  # the same, when that preload succeeded
 def preload_code_location() -> None:
     """Load the code location now, so forked runs skip it; a folder that does not load is left to the runs."""
     global _attempted, _preloaded
+    from scrape_contracts.contract import loader
+
     _preloaded = None
     sys.modules.pop(CODE_LOCATION, None)
+    loader.forget_parsed()  # a file changed: parse every one again (its parse is keyed by stat, not content)
     _attempted = contracts_snapshot()
     if _attempted is None:
         return
@@ -172,6 +176,7 @@ def main() -> int:
         out.write(f"{pid}\n")
         out.flush()
         if contracts_snapshot() != _attempted:
+            gc.unfreeze()  # what the old code location froze can go now
             preload_code_location()  # the contracts changed: the next run starts from them
             gc.collect()
             gc.freeze()

@@ -122,7 +122,7 @@ def _messages(exc: ValidationError, node: yaml.Node | None, file: str) -> list[C
     return errors
 
 
-# (path, mtime, size, limits) -> what load_contract_file gave: one command loads the same files more than
+# (path, mtime, ctime, inode, size, settings) -> what load_contract_file gave: one command loads the same files more than
 # once (the CLI, then the in-process workspace): a 2,000-target contract took 0.4 s to parse each time
 _PARSED: dict[tuple[Any, ...], tuple[Contract | None, list[ContractError]]] = {}
 
@@ -141,7 +141,8 @@ def load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError]
     # where the folder was named from does not change it (the CLI sets SCRAPE_CONTRACTS_DIR between loads)
     environment = tuple(sorted((k, v) for k, v in os.environ.items()
                                if k.startswith("SCRAPE_CONTRACTS_") and k != "SCRAPE_CONTRACTS_DIR"))
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, environment)
+    # ctime too: a copy that keeps size and mtime (rsync -a, cp -p) still changes it
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_size, environment)
     if key not in _PARSED:
         if len(_PARSED) > 256:
             _PARSED.clear()

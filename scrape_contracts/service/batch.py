@@ -230,11 +230,17 @@ class _Worker:
         async def lane() -> None:
             for target in pending:
                 where = urlsplit(target.url)
-                item = self.breaker.refuse(where.netloc, target.url)  # its host is down: not asked again
-                if item is None:
+                while True:
+                    # a host that keeps failing: wait for its probe, or fail at once when it is down
+                    item, probe = await self.breaker.admit(where.netloc, target.url)
+                    if item is not None:
+                        break
                     async with per_host[where.hostname or ""]:
+                        if not probe and self.breaker.is_open(where.netloc):
+                            continue  # it opened while this one waited for a slot: back to waiting
                         item = await self.fetch(fetcher, target)
-                    self.breaker.record(where.netloc, item)
+                    self.breaker.record(where.netloc, item, probe)
+                    break
                 # parsing here holds the loop for a few ms: the other lanes' bytes wait in the kernel
                 outbox.append(self.process(target, item))
                 if len(outbox) >= _SEND_AT:

@@ -1,70 +1,111 @@
-"""A host that keeps failing is not asked again for the rest of a batch (a circuit breaker per host).
+"""A host that keeps failing is not asked for every one of its targets (a circuit breaker per host).
 
 Without it, a site that is down costs every one of its targets the full retry schedule: 2,000 targets of a
 host refusing connections kept a batch busy for six and a half minutes (three tries and 1.5 s of back-off
 each, eight at a time) to learn what the first few fetches had said. After ``trip_after`` failures in a
-row that say the host itself is unwell (no connection, timeouts, 429 or 5xx after the retries), the rest of
-its targets fail at once with a reason that says so; one target is let through every ``probe_every_s``
-seconds, and the first answer closes the breaker again. Any answer counts (a 404 is the target's own
-business: the host is up); a blocked address or an invalid URL says nothing about the host.
+row that say the host itself is unwell (no connection, timeouts, 429 or 5xx after the retries) the breaker
+opens: the host's other targets wait, and one of them is let through every ``probe_every_s`` seconds as a
+probe. The first answer closes it and the waiting targets go on (a short outage costs a few seconds, not
+the rest of the batch); after ``probes`` failed probes the host is down for this run, and its remaining
+targets fail at once with a reason that says so. Any answer counts (a 404, a page too large: the host
+is up); a blocked address or an invalid URL says nothing about the host.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from scrape_contracts.adapters.fetch.page import FetchError
 
-# what says the host is unwell, not the page: the fetch's error kinds (see FetchError) and statuses
-_HOST_KINDS = frozenset({"connection", "timeout"})
-_HOST_STATUSES = frozenset({429, 500, 502, 503, 504})
+# the fetch's error kinds (see FetchError) that say the host is unwell, and those that say it answered
+_DOWN_KINDS = frozenset({"connection", "timeout"})
+_DOWN_STATUSES = frozenset({429, 500, 502, 503, 504})
+_ANSWER_KINDS = frozenset({"http_status", "too_large", "bad_encoding", "too_many_redirects"})
 
 
 def says_host_is_down(exc: BaseException) -> bool:
     kind = getattr(exc, "kind", None)
-    return kind in _HOST_KINDS or (kind == "http_status" and getattr(exc, "status", None) in _HOST_STATUSES)
+    return kind in _DOWN_KINDS or (kind == "http_status" and getattr(exc, "status", None) in _DOWN_STATUSES)
+
+
+def _answered(outcome: object) -> bool:
+    return not isinstance(outcome, BaseException) or getattr(outcome, "kind", None) in _ANSWER_KINDS
 
 
 @dataclass
-class _State:
-    failures: int = 0
+class _Host:
+    failures: int = 0  # in a row, before it opened
+    failed_probes: int = 0
+    probing: bool = False
+    next_probe_at: float = 0.0
     last_error: str = ""
-    closed_until: float = 0.0  # while tripped: when the next probe may go
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def wake(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
 
 
 class HostBreaker:
-    def __init__(self, trip_after: int = 5, probe_every_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if trip_after < 1:
-            raise ValueError("trip_after must be at least 1")
-        self.trip_after = trip_after
-        self.probe_every_s = probe_every_s
-        self.clock = clock
-        self._hosts: dict[str, _State] = {}
+    """One per event loop: its lanes share it, so the first failures of a host are seen by all of them."""
 
-    def refuse(self, host: str, url: str) -> FetchError | None:
-        """The error to record instead of fetching ``url``, or None: go ahead (possibly as the probe)."""
+    def __init__(self, trip_after: int = 5, probe_every_s: float = 5.0, probes: int = 3,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        if trip_after < 1 or probes < 1:
+            raise ValueError("trip_after and probes must be at least 1")
+        self.trip_after, self.probe_every_s, self.probes = trip_after, probe_every_s, probes
+        self.clock, self.sleep = clock, sleep
+        self._hosts: dict[str, _Host] = {}
+
+    def is_open(self, host: str) -> bool:
         state = self._hosts.get(host)
-        if state is None or state.failures < self.trip_after:
-            return None
-        now = self.clock()
-        if now >= state.closed_until:
-            state.closed_until = now + self.probe_every_s  # this one is the probe; the others keep waiting
-            return None
-        return FetchError(
-            f"not fetched: {host} failed {state.failures} fetches in a row (last: {state.last_error}), so the "
-            "rest of its targets in this run were not tried; the last accepted data stays. Run again when the "
-            "site is back", kind="host_down", url=url, transient=True)
+        return state is not None and state.failures >= self.trip_after
 
-    def record(self, host: str, outcome: object) -> None:
-        """After a fetch: its page, or the exception it raised."""
+    async def admit(self, host: str, url: str) -> tuple[FetchError | None, bool]:
+        """(refusal, probe): fetch ``url`` when the refusal is None; ``probe`` says it goes as the probe."""
+        while True:
+            state = self._hosts.get(host)
+            if state is None or state.failures < self.trip_after:
+                return None, False
+            if state.failed_probes >= self.probes:
+                return FetchError(
+                    f"not fetched: {host} failed {state.failures} fetches in a row and {state.failed_probes} "
+                    f"probes {self.probe_every_s:g} s apart (last: {state.last_error}), so the rest of its targets "
+                    "in this run were not tried; the last accepted data stays. Run again when the site is back",
+                    kind="host_down", url=url, transient=True), False
+            wait = state.next_probe_at - self.clock()
+            if not state.probing and wait <= 0:
+                state.probing = True
+                return None, True
+            changed = state.changed
+            if state.probing:
+                await changed.wait()  # the probe's answer
+            else:
+                await self.sleep(wait)
+
+    def record(self, host: str, outcome: object, probe: bool = False) -> None:
+        """After a fetch: its page, or the exception it raised; ``probe`` as ``admit`` said."""
+        state = self._hosts.get(host)
         if isinstance(outcome, BaseException) and says_host_is_down(outcome):
-            state = self._hosts.setdefault(host, _State())
-            state.failures += 1
+            state = state or self._hosts.setdefault(host, _Host())
             state.last_error = str(outcome).split("\n")[0][:200]
-            if state.failures == self.trip_after:
-                state.closed_until = self.clock() + self.probe_every_s
-        elif not isinstance(outcome, BaseException) or getattr(outcome, "kind", None) == "http_status":
-            self._hosts.pop(host, None)  # an answer: the host is up
+            if probe:
+                state.probing = False
+                state.failed_probes += 1
+                state.next_probe_at = self.clock() + self.probe_every_s
+            elif state.failures < self.trip_after:
+                state.failures += 1
+                if state.failures == self.trip_after:
+                    state.next_probe_at = self.clock() + self.probe_every_s
+            state.wake()
+        elif _answered(outcome):
+            if state is not None:
+                del self._hosts[host]  # the host is up: the waiting targets go on
+                state.wake()
+        elif probe and state is not None:
+            state.probing = False  # the probe said nothing about the host: the next one tries
+            state.wake()

@@ -106,7 +106,11 @@ def test_retention_forgets_old_unchanged_candidates_but_each_targets_newest(harn
 
     assert statuses("a") == ["accepted", "unchanged", "unchanged"]
     assert _retention(harness, keep_days=30)["unchanged_removed"] == 0  # all recent
-    assert _retention(harness, keep_days=0)["unchanged_removed"] == 3  # a's older one, b's two
+    from scrape_contracts.adapters.retention import forget_unchanged
+
+    import datetime as dt
+    now = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
+    assert forget_unchanged(store.engine, now, chunk=2) == 3  # a's older one, b's two: in chunks of two
     assert statuses("a") == ["accepted", "unchanged"]  # its newest stays
     assert statuses("b") == ["accepted", "quarantined"]
     assert harness.accepted("shop", "a")["price"] == 10.0 and harness.accepted("shop", "b")["price"] == 20.0

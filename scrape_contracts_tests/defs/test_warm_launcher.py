@@ -196,6 +196,21 @@ def test_preloaded_code_location_is_used_only_while_the_contracts_folder_is_unch
         [loaded] = loader.load_contracts().contracts
         assert [t.key for t in loaded.contract.static_targets] == ["a", "b"]
 
+        # a copy that keeps size and mtime (rsync -a, cp -p) is still a change, for the child and for the warm
+        # process's own reload
+        warm_worker.preload_code_location()
+        same_size = folder / "shop.yaml.new"
+        same_size.write_text(contract.read_text().replace("selector: h1", "selector: h2"))
+        os.utime(same_size, ns=(contract.stat().st_atime_ns, contract.stat().st_mtime_ns))
+        os.replace(same_size, contract)
+        warm_worker._forget_stale_code_location()
+        assert warm_worker.CODE_LOCATION not in sys.modules
+        warm_worker.preload_code_location()
+        [loaded] = loader.load_contracts().contracts
+        assert loaded.contract.fields["title"].selector == "h2"
+        warm_worker._forget_stale_code_location()
+        assert warm_worker.CODE_LOCATION in sys.modules
+
         # a folder that does not load is left to the runs (each reports it)
         contract.write_text("name: [broken\n")
         warm_worker.preload_code_location()

@@ -8,6 +8,7 @@ server those tests skip with the reason; with ``CI=true`` a missing server fails
 from __future__ import annotations
 
 import os
+import shutil
 import textwrap
 import time
 import uuid
@@ -26,6 +27,14 @@ from scrape_contracts_tests.receiver import Receiver
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, in their order, then the rest in theirs. Under pytest-xdist (`--dist loadgroup`
+    hands out one test at a time) each worker then starts on a long one, and no worker is left alone with a
+    minute-long test while the others have finished."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 
 PG_ADMIN_URL = os.environ.get("SCRAPE_CONTRACTS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 _pg_available: bool | None = None
@@ -312,22 +321,33 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def demo_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``scrape-contracts demo`` as the README runs it, once per session; tests copy the instance it leaves."""
+    """``scrape-contracts demo`` as the README runs it, once per session; tests copy the instance it leaves.
+
+    Under pytest-xdist the workers share one run: the first to take the lock runs the demo in the session's
+    common temp folder, the others wait for it and copy what it left."""
     import subprocess
     import sys
 
-    root = tmp_path_factory.mktemp("demo")
-    done = subprocess.run([str(Path(sys.executable).parent / "scrape-contracts"), "demo"], cwd=root,
-                          env=clean_env(), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # pytest-of-<user>/pytest-<n>/, above every worker's own folder
+    root, done_marker = shared / "demo", shared / "demo.done"
+    with FileLock(str(shared / "demo.lock")):
+        if not done_marker.exists():
+            shutil.rmtree(root, ignore_errors=True)  # a failed attempt of another worker
+            root.mkdir()
+            done = subprocess.run([str(Path(sys.executable).parent / "scrape-contracts"), "demo"], cwd=root,
+                                  env=clean_env(), capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+            done_marker.touch()
     return root / ".dagster_home"
 
 
 @pytest.fixture
 def demo_home(demo_snapshot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private copy of the demo's instance (Dagster's SQLite files, the project store, the pages)."""
-    import shutil
-
     home = tmp_path / "demo_home"
     shutil.copytree(demo_snapshot, home)
     for name in [k for k in os.environ if k.startswith(DEMO_ENV_PREFIXES)]:

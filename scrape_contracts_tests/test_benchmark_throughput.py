@@ -64,6 +64,7 @@ def test_server_answers_304_on_either_validator_and_sees_changes(tmp_path: Path,
     assert not Path(f"/proc/{pid}").exists()  # stopped and reaped
 
 
+@pytest.mark.slow
 def test_benchmark_runs_small_and_every_value_is_correct(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "benchmarks/throughput.py", "--pages", "40", "--sample", "3", "--skip-postgres",

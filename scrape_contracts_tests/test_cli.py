@@ -61,6 +61,7 @@ def _run_block(block: Block, folder: Path, logs: Path) -> str:
     return text
 
 
+@pytest.mark.slow
 def test_readme_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     """Every command of the README, as written and in order, on a fresh instance (the demo's)."""
     folder = project_folder(tmp_path)
@@ -153,6 +154,7 @@ def test_console_script_is_installed() -> None:
     assert done.returncode == 0 and "3 valid contract(s), 0 error(s)" in done.stdout
 
 
+@pytest.mark.slow
 def test_healing_benchmark_meets_its_targets() -> None:
     """The README's benchmark command; it prints healing and naive figures side by side, a HealPolicy
     sweep and the heal time on a 60 KB page."""

@@ -85,6 +85,7 @@ def ui(demo_home: Path, tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
+@pytest.mark.slow
 def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright

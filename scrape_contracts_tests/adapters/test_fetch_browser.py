@@ -21,7 +21,8 @@ from scrape_contracts.contract.fetch import BrowserSettings
 from scrape_contracts_tests.browser_site import DEAL, SHOP, require_chromium, serve_deal
 from scrape_contracts_tests.fixture_site import FixtureSite, Request, Response
 
-pytestmark = pytest.mark.timeout(120)
+# one pytest-xdist worker runs the module: one Chromium for its module-scoped fetcher
+pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("browser_fetch")]
 
 CONSENT = {"clicks": [{"selector": "#accept-cookies", "optional": True}], "wait_for": ".deal-price",
            "timeout_s": 5}

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from dagster_graphql.test.utils import materialize_assets
 
 from scrape_contracts import launch, settings
@@ -53,6 +54,7 @@ def _ran_in_process_with_the_contract_tags(instance: dg.DagsterInstance, run: dg
     assert len({e.dagster_event.pid for e in steps}) == 1
 
 
+@pytest.mark.slow
 def test_asset_graph_job_runs_in_process_with_the_contract_tags(demo_home: Path) -> None:
     assert build_definitions().resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
     instance = dg.DagsterInstance.get()

@@ -98,6 +98,7 @@ query ($key: AssetKeyInput!) {
 """
 
 
+@pytest.mark.slow
 def test_batch_gives_each_target_the_single_path_outcome(harness: Harness, site, monkeypatch) -> None:
     monkeypatch.setenv("SCRAPE_CONTRACTS_DIR", str(harness.contracts_dir))
     _serve_first_sweep(site)
@@ -197,6 +198,7 @@ if __name__ == "__main__":  # the batch's worker processes are spawned: they imp
 """
 
 
+@pytest.mark.slow
 def test_sigkill_mid_batch_keeps_every_committed_target_and_a_rerun_finishes(sqlite_harness: Harness, site,
                                                                             tmp_path: Path) -> None:
     harness = sqlite_harness

@@ -84,6 +84,7 @@ def test_canary_schedules_cover_their_targets(sqlite_harness: Harness, site: Any
     assert _canary_tick(harness, defs, "canary_shop_schedule", 8) == []  # paused: skipped like any schedule
 
 
+@pytest.mark.slow
 def test_three_failed_canary_runs_alert_once_and_a_success_sends_the_recovery(
         sqlite_harness: Harness, site: Any, receiver: Receiver) -> None:
     harness = sqlite_harness

@@ -38,6 +38,9 @@ from scrape_contracts_tests.conftest import PG_ADMIN_URL, PRODUCT_CONTRACT, prod
 from scrape_contracts_tests.defs import _worker
 from scrape_contracts_tests.defs._worker import Outcome
 
+# one pytest-xdist worker runs the whole module (the process crew is started once), among the first
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("concurrency")]
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 THREADS = 8
 PROCESSES = 4

@@ -186,12 +186,16 @@ class Ui:
 
 
 @pytest.fixture
-def ui(contracts_dir: Path, tmp_path: Path) -> Iterator[Ui]:
+def ui(contracts_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ui]:
     """`dagster-webserver` and `dagster-daemon` on a fresh laptop instance, the code location reading
     ``contracts_dir`` (the workspace names the module; SCRAPE_CONTRACTS_DIR points it at the folder)."""
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    # the instance's SQLite files are created here first: started together on an empty home, the webserver and
+    # the daemon both create them, and one dies on "table alembic_version already exists" (seen under load)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    dg.DagsterInstance.from_config(str(home)).dispose()
     workspace = tmp_path / "workspace.yaml"
     workspace.write_text("load_from:\n  - python_module:\n      module_name: scrape_contracts.definitions\n"
                          "      location_name: scrape_contracts\n")

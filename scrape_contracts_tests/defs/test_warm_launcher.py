@@ -53,6 +53,7 @@ def _engine_pid(instance: dg.DagsterInstance, run_id: str) -> int:
     return int(message.split("pid: ")[1].rstrip(")."))
 
 
+@pytest.mark.slow
 def test_runs_fork_from_one_warm_process_and_read_contracts_from_disk(sqlite_harness: Harness, site, capsys,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     harness = sqlite_harness

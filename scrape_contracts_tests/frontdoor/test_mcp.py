@@ -36,6 +36,7 @@ def _text(result: Any) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
 
 
+@pytest.mark.slow
 def test_agent_lists_contracts_launches_a_run_and_reads_its_events(demo_home: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     token = new_token("data-team@example.com", "write")

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 
 from scrape_contracts_tests.frontdoor.servers import BIN, REPO, ApiServer, new_token
 
@@ -21,6 +22,7 @@ def test_checked_in_openapi_is_the_apps() -> None:
         "openapi.json is out of date: regenerate it with `python -m scrape_contracts.api`")
 
 
+@pytest.mark.slow
 def test_property_based_requests_find_no_server_error(demo_home: Path) -> None:
     """schemathesis generates requests from the served document (valid and invalid), bounded in examples and time."""
     token = new_token("data-team@example.com", "write")

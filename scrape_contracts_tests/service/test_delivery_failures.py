@@ -51,6 +51,7 @@ def _deliver(harness: Harness, **kwargs: Any) -> list:
                         load_destinations(harness.contracts_dir), policy=FAST, **kwargs)
 
 
+@pytest.mark.slow
 def test_a_receiver_down_for_the_whole_window_gets_everything_once_on_replay(
         sqlite_harness: Harness, site: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     down = Receiver()

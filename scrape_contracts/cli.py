@@ -259,9 +259,9 @@ def console() -> None:
     import threading
 
     code = main()
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)  # a profiler or debugger writes its results in the teardown
+    threading._shutdown()  # what the interpreter does first at exit: thread pools' hooks, non-daemon threads
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -28,8 +28,10 @@ and ``scrape_contracts_tests/test_sqlite_instance.py`` fails if an upgrade chang
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -61,6 +63,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         self._engines: OrderedDict[str, sa.Engine] = OrderedDict()
         self._engines_lock = threading.Lock()
         self._pid = os.getpid()
+        self._template_checked = False
         super().__init__(base_dir, inst_data=inst_data)
 
     def _engine(self, shard: str) -> sa.Engine:
@@ -108,11 +111,30 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def _new_shard_from_template(self, shard: str) -> bool:
         """Create a new run's ``.db`` as a copy of an empty one made once (kept beside them, not named
         ``*.db``): Dagster builds each from scratch (tables, indexes, an Alembic stamp), 0.2-0.4 s of every
-        run's first event, which ``scrape-contracts run`` pays before its run is queued. False: it exists."""
+        run's first event, which ``scrape-contracts run`` pays before its run is queued. False: the file
+        exists, or no copy could be made (Dagster's own way then builds it)."""
         path = self.path_for_shard(shard)
         if os.path.exists(path):
             return False
+        copy = f"{path}.{os.getpid()}.tmp"
+        try:
+            template = self._template()
+            if template is None:
+                return False
+            shutil.copyfile(template, copy)
+            os.link(copy, path)  # only if nobody created it meanwhile
+        except OSError:  # it exists now; or a file system without hard links, or full: build it as Dagster does
+            return False
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(copy)
+        return True
+
+    def _template(self) -> str | None:
+        """The empty run file to copy, made (and checked) once; None when it cannot be trusted."""
         template = os.path.join(self._base_dir, f".run-shard-template-{dagster_version}.sqlite")
+        if self._template_checked:
+            return template
         if not os.path.exists(template):
             building = f"{template}.{os.getpid()}.tmp"
             engine = sa.create_engine(f"sqlite:///{building}", poolclass=NullPool)
@@ -120,16 +142,21 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
                 super()._initdb(engine)
             finally:
                 engine.dispose()  # the last connection closed: checkpointed, no -wal file left
+            with open(building, "rb") as handle:
+                os.fsync(handle.fileno())  # a power cut must not leave an empty template behind
             os.replace(building, template)
-        copy = f"{path}.{os.getpid()}.tmp"
-        shutil.copyfile(template, copy)
-        try:
-            os.link(copy, path)  # only if nobody created it meanwhile
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(copy)
-        return True
+        try:  # a template left broken (truncated, another version's) is set aside, not copied
+            with contextlib.closing(sqlite3.connect(f"file:{template}?mode=ro", uri=True)) as conn:
+                tables = {row[0] for row in conn.execute("select name from sqlite_master where type='table'")}
+                stamped = conn.execute("select count(*) from alembic_version").fetchone()[0] == 1
+        except sqlite3.Error:
+            tables, stamped = set(), False
+        if "event_logs" not in tables or not stamped:
+            with contextlib.suppress(OSError):
+                os.unlink(template)
+            return None
+        self._template_checked = True
+        return template
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         kinds = {e.dagster_event.event_type for e in events if e.dagster_event is not None}

@@ -134,3 +134,35 @@ def test_the_projects_dagster_yaml_gives_this_storage_on_the_same_files(tmp_path
     with dg.DagsterInstance.get() as instance:
         assert type(instance.event_log_storage) is SqliteEventLogStorage
         assert instance.get_materialized_partitions(dg.AssetKey("shop")) == {"a", "b"}
+
+
+def test_without_hard_links_or_with_a_broken_template_runs_are_built_as_dagster_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import glob
+    import os
+
+    # a file system without hard links (SMB, some FUSE mounts): Dagster's own way, nothing left behind
+    def no_links(*_args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    ours = PooledSqliteEventLogStorage(str(tmp_path / "nolink"))
+    monkeypatch.setattr(os, "link", no_links)
+    ours.store_event_batch(_materialisations("run-1", 2))
+    monkeypatch.undo()
+    assert [e.dagster_event.partition for e in ours.get_logs_for_run("run-1")] == ["p0000", "p0001"]
+    assert not glob.glob(str(tmp_path / "nolink" / "*.tmp"))
+    ours.dispose()
+
+    # a template a power cut left empty: set aside, never copied into a run
+    ours = PooledSqliteEventLogStorage(str(tmp_path / "broken"))
+    ours.store_event_batch(_materialisations("run-1", 1))
+    ours.dispose()
+    [template] = glob.glob(str(tmp_path / "broken" / ".run-shard-template-*.sqlite"))
+    Path(template).write_bytes(b"")
+    fresh = PooledSqliteEventLogStorage(str(tmp_path / "broken"))  # a new process
+    fresh.store_event_batch(_materialisations("run-2", 2))
+    assert [e.dagster_event.partition for e in fresh.get_logs_for_run("run-2")] == ["p0000", "p0001"]
+    fresh.store_event_batch(_materialisations("run-3", 1))  # and the next one has a sound template again
+    assert Path(template).stat().st_size > 0
+    assert [e.dagster_event.partition for e in fresh.get_logs_for_run("run-3")] == ["p0000"]
+    fresh.dispose()

@@ -78,7 +78,7 @@ def test_without_the_click_the_content_never_comes_and_wait_for_times_out(shop: 
     finally:
         fetcher.close()
     error = caught.value
-    assert error.kind == "timeout" and error.transient
+    assert error.kind == "browser_wait" and error.transient
     assert "wait_for '.deal-price' matched nothing within 1s" in str(error)
 
 

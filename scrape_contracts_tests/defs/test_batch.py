@@ -325,7 +325,7 @@ def test_a_short_outage_of_the_host_costs_a_probe_not_the_rest_of_the_batch(sqli
         return handler
 
     urls = {}
-    for i in range(30):
+    for i in range(60):
         site.set_handler(f"/p/{i}", flaky(i))
         urls[f"p{i:02d}"] = site.url(f"/p/{i}")
     path = sqlite_harness.write_product_contract("shop", urls)
@@ -336,4 +336,6 @@ def test_a_short_outage_of_the_host_costs_a_probe_not_the_rest_of_the_batch(sqli
     reasons = [f["reason"] for f in summary["failures"]]
     assert not any("not tried" in reason for reason in reasons), reasons
     accepted = [k for k in urls if sqlite_harness.accepted("shop", k) is not None]
-    assert len(accepted) >= 20 and len(accepted) + len(reasons) == 30, (accepted, reasons)
+    # the targets that failed their retries while it lasted (the 5 that open each worker's breaker, and
+    # those in flight) failed; every other one was scraped once it was back
+    assert len(accepted) >= 40 and len(accepted) + len(reasons) == 60, (accepted, reasons)

@@ -25,7 +25,9 @@ class Page:
 
 class FetchError(Exception):
     """kind: timeout | too_large | http_status | blocked_address | too_many_redirects | connection |
-    bad_encoding | fixture_missing | invalid_url | invalid_config | browser_missing | browser_step.
+    bad_encoding | fixture_missing | invalid_url | invalid_config | browser_missing | browser_step |
+    browser_wait (a rendered page's ``wait_for`` matched nothing, or its network never went quiet: the page's
+    business, not a sign that the host is down).
     ``transient`` is True when running
     again later may succeed."""
 

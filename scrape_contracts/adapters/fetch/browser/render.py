@@ -268,7 +268,7 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
             raise FetchError(f"GET {safe_url} timed out: the network did not go quiet within {wait_s:g}s "
                              "(the page keeps requesting; set fetch.browser.network_idle: false and use "
                              "wait_for)",
-                             kind="timeout", url=safe_url, transient=True)
+                             kind="browser_wait", url=safe_url, transient=True)
         for number, step in enumerate(self.settings.clicks, 1):
             await self._click(page, inflight, step, number, safe_url)
         if self.settings.wait_for:
@@ -280,7 +280,7 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                 raise FetchError(
                     f"GET {safe_url} timed out: wait_for {self.settings.wait_for!r} matched nothing within "
                     f"{wait_s:g}s (check the selector against the rendered page, or raise "
-                    "fetch.browser.timeout_s)", kind="timeout", url=safe_url, transient=True) from None
+                    "fetch.browser.timeout_s)", kind="browser_wait", url=safe_url, transient=True) from None
         if self.settings.network_idle:
             await inflight.quiet(wait_s)
 

@@ -107,11 +107,13 @@ def _scan_values(
         longest = policy.max_numeric_text if spec.pattern is None else max_string
         shaped = spec.pattern is None
         price = spec.type == "price"
-        for el, src, raw in sites:
+
+        def number_text(raw: str) -> bool:
+            """What depends on the text alone: asked once per text (wrappers repeat their child's)."""
             if len(raw) > longest or not DIGIT.search(raw):
-                continue
+                return False
             if needle is not None and needle not in raw and needle not in NON_DIGIT.sub("", raw):
-                continue
+                return False
             if shaped:
                 key = (raw, spec.type, spec.normalise, allowed_numbers, allowed_words)
                 ok = page.shape_cache.get(key)
@@ -120,9 +122,17 @@ def _scan_values(
                         page, spec, raw, allowed_numbers, allowed_words, bare
                     )
                 if not ok:
-                    continue
-            if not price and not old_has_currency and page.has_currency(raw):
-                continue  # a count never reads "£103.00"
+                    return False
+            # a count never reads "£103.00"
+            return price or old_has_currency or not page.has_currency(raw)
+
+        texts: dict[str, bool] = {}
+        for el, src, raw in sites:
+            ok = texts.get(raw)
+            if ok is None:
+                ok = texts[raw] = number_text(raw)
+            if not ok:
+                continue
             if price and old_has_currency and not _currency_near(page, el, raw):
                 continue  # a price that lost its currency is more likely a count ("Tickets left: 142")
             value = parse(spec, raw)

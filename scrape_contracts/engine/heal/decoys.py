@@ -61,7 +61,7 @@ def is_card(page: Page, el: etree._Element) -> bool:
         if parent is None or parent.tag in ("body", "html"):
             return False
         if parent not in page.cards:
-            page.cards[parent] = _repeats_links(parent)
+            page.cards[parent] = _repeats_links(page, parent)
         if page.cards[parent]:
             if _linked_lookalikes(page, parent).get(_signature(page, cur), 0) >= CARD_REPEATS:
                 return True
@@ -79,22 +79,37 @@ def _linked_lookalikes(page: Page, parent: etree._Element) -> dict[tuple[str, fr
     if cached is None:
         counts: dict[tuple[str, frozenset[str]], int] = {}
         linked: set[tuple[str, frozenset[str]]] = set()
+        holding = _holding_links(page)
         for child in parent:
             if isinstance(child.tag, str):
                 sig = _signature(page, child)
                 counts[sig] = counts.get(sig, 0) + 1
-                if child.tag == "a" or child.find(".//a") is not None:
+                if child in holding:
                     linked.add(sig)
         cached = page.lookalikes[parent] = {sig: n for sig, n in counts.items() if sig in linked}
     return cached
 
 
-def _repeats_links(parent: etree._Element) -> bool:
+def _repeats_links(page: Page, parent: etree._Element) -> bool:
     children = [c for c in parent if isinstance(c.tag, str)]
-    return (
-        len(children) >= CARD_REPEATS
-        and sum(1 for c in children if c.tag == "a" or c.find(".//a") is not None) >= CARD_REPEATS
-    )
+    if len(children) < CARD_REPEATS:
+        return False
+    holding = _holding_links(page)
+    return sum(1 for c in children if c in holding) >= CARD_REPEATS
+
+
+def _holding_links(page: Page) -> set[etree._Element]:
+    """The page's links and every element holding one: "is or holds a link" as one set lookup, worked out
+    once per page instead of searching each card's subtree."""
+    found = page.memo.get("holding_links")
+    if found is None:
+        found = page.memo["holding_links"] = set()
+        for link in page.sel.root.iter("a"):
+            node = link
+            while node is not None and node not in found:
+                found.add(node)
+                node = node.getparent()
+    return found
 
 
 def flags_of(page: Page, el: etree._Element) -> frozenset[Flag]:

@@ -34,6 +34,7 @@ NUMBERS_AND_SIGNS = re.compile(r"[\d$€£¥₹%]+")
 PUNCTUATION = re.compile(r"[^\w\s]+")
 
 
+@lru_cache(maxsize=1 << 14)  # pure: each neighbour text is asked about for every value beside it
 def label_like(text: str) -> bool:
     # a neighbour carrying digits is another value ("Parking: 3 spaces"), not a label
     text = text.strip()

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
 from scrape_contracts.engine.heal.labels import label_of, label_similarity
-from scrape_contracts.engine.heal.names import class_words, stable_id_of
+from scrape_contracts.engine.heal.names import class_words, is_unstable_token, semantic_of, stable_id
 from scrape_contracts.engine.heal.policy import SimilarityWeights
 from scrape_contracts.engine.heal.vocabulary import (
     SEMANTIC_TAGS,
@@ -76,12 +77,7 @@ def fingerprint_of(page: Page, el: etree._Element, src: str) -> Fingerprint:
 
 
 def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
-    classes = frozenset(page.classes(el))
-    stable_id = stable_id_of(el)
-    sem = page.semantic(el)
-    names = " ".join(
-        [*classes, stable_id or "", *(v for a, v in sem if a != "aria-label" or len(v) < ARIA_NAME_CHARS)]
-    )
+    classes, own_id, sem, class_tokens, name_tokens = _names(tuple(el.attrib.items()))
     anc = _ancestry(page, el.getparent())
     sib = _as_sibling(page, el.getprevious()) | _as_sibling(page, el.getnext())
     label = label_of(page, el) if src == "text" else ""
@@ -89,17 +85,33 @@ def _fingerprint(page: Page, el: etree._Element, src: str) -> Fingerprint:
         tag=el.tag,
         family=TAG_FAMILY.get(el.tag, el.tag),
         src=src,
-        id=stable_id,
+        id=own_id,
         classes=classes,
-        class_tokens=class_words(el.get("class") or ""),
+        class_tokens=class_tokens,
         sem=sem,
-        name_tokens=content_words(names),
+        name_tokens=name_tokens,
         label=label,
         anc=anc,
         sib=sib,
         pos=page.pos(el),
         tag_rare=el.tag in SEMANTIC_TAGS and page.tag_count(el.tag) <= RARE_TAG_COUNT,
     )
+
+
+@lru_cache(maxsize=1 << 14)  # pure; elements with the same attributes abound (and recur page after page)
+def _names(attributes: tuple[tuple[str, str], ...]
+           ) -> tuple[frozenset[str], str | None, frozenset[tuple[str, str]], frozenset[str], frozenset[str]]:
+    """(stable classes, stable id, naming attributes, class words, name words) of an element with these
+    attributes: the part of its fingerprint that its attributes alone decide."""
+    named = dict(attributes)
+    class_attr = named.get("class") or ""
+    classes = frozenset(c for c in class_attr.split() if not is_unstable_token(c))
+    own_id = stable_id(named.get("id"))
+    sem = semantic_of(attributes)
+    names = " ".join(
+        [*classes, own_id or "", *(v for a, v in sem if a != "aria-label" or len(v) < ARIA_NAME_CHARS)]
+    )
+    return classes, own_id, sem, class_words(class_attr), content_words(names)
 
 
 def _as_sibling(page: Page, other: etree._Element | None) -> frozenset[str]:

@@ -77,7 +77,12 @@ def stable_classes(el: etree._Element) -> tuple[str, ...]:
 
 
 def stable_id_of(el: etree._Element) -> str | None:
-    value = (el.get("id") or "").strip()
+    return stable_id(el.get("id"))
+
+
+def stable_id(id_attr: str | None) -> str | None:
+    """An ``id`` attribute's value when it is an authored name, else None."""
+    value = (id_attr or "").strip()
     if not value or is_unstable_token(value) or not ID_NAME.fullmatch(value):
         return None
     return value

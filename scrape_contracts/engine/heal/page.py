@@ -18,7 +18,7 @@ from lxml import etree
 
 from scrape_contracts.engine.extract import ValueParseError, base_of, boolean_of, parse_value
 from scrape_contracts.engine.heal import matcher
-from scrape_contracts.engine.heal.names import is_unstable_token, semantic_attrs, semantic_of, stable_id_of
+from scrape_contracts.engine.heal.names import is_unstable_token, semantic_attrs, semantic_of, stable_id
 from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec
 from scrape_contracts.engine.heal.vocabulary import (
@@ -190,19 +190,7 @@ class Page:
         """What an ancestor contributes to a descendant's context: tag, stable classes/id, semantics."""
         cached = self._node_tokens.get(el)
         if cached is None:
-            classes = self.classes(el)
-            tokens = [
-                f"t:{el.tag}",
-                *(f"c:{c}" for c in classes),
-                *(f"w:{w}" for c in classes for w in words_of(c) if w not in STOP),
-            ]
-            node_id = stable_id_of(el)
-            if node_id:
-                tokens += [f"i:{node_id}", *(f"w:{w}" for w in words_of(node_id) if w not in STOP)]
-            tokens += [f"a:{a}={v}" for a, v in self.semantic(el) if a != "aria-label"]
-            if el.get("itemscope") is not None:
-                tokens.append(f"s:{(el.get('itemtype') or '').rsplit('/', 1)[-1]}")
-            cached = self._node_tokens[el] = tuple(tokens)
+            cached = self._node_tokens[el] = _node_tokens(el.tag, tuple(el.attrib.items()))
         return cached
 
     def context_words(self, el: etree._Element) -> frozenset[str]:
@@ -360,6 +348,25 @@ def _identity(attributes: tuple[tuple[str, str], ...]) -> frozenset[str]:
         tokens.add(f"i:{named['id'].strip()}")
     tokens |= {f"a:{a}={v}" for a, v in semantic_of(attributes) if a in STRONG_ANCHOR_ATTRS}
     return frozenset(tokens)
+
+
+@lru_cache(maxsize=1 << 14)  # pure; elements with the same tag and attributes abound
+def _node_tokens(tag: str, attributes: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """``Page.node_tokens`` of an element with this tag and these attributes."""
+    named = dict(attributes)
+    classes = [c for c in (named.get("class") or "").split() if not is_unstable_token(c)]
+    tokens = [
+        f"t:{tag}",
+        *(f"c:{c}" for c in classes),
+        *(f"w:{w}" for c in classes for w in words_of(c) if w not in STOP),
+    ]
+    node_id = stable_id(named.get("id"))
+    if node_id:
+        tokens += [f"i:{node_id}", *(f"w:{w}" for w in words_of(node_id) if w not in STOP)]
+    tokens += [f"a:{a}={v}" for a, v in semantic_of(attributes) if a != "aria-label"]
+    if named.get("itemscope") is not None:
+        tokens.append(f"s:{(named.get('itemtype') or '').rsplit('/', 1)[-1]}")
+    return tuple(tokens)
 
 
 @lru_cache(maxsize=1 << 14)  # pure; the same names recur on every page of a site

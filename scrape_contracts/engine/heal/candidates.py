@@ -35,11 +35,12 @@ CURRENCY_BESIDE = 4  # "$" or "EUR" in a sibling: the parent's text besides the 
 
 
 def value_sources(
-    page: Page, spec: HealSpec, accept, old_raw: str = "", *, equal: bool = False
+    page: Page, spec: HealSpec, accept=None, old_raw: str = "", *, equal: bool = False
 ) -> Iterator[tuple[etree._Element, str, str, Any]]:
-    """(element, source, raw text, typed value) for every place on the page that holds a valid value.
-    ``equal``: only places that may hold the last accepted value itself (a number's texts must contain its
-    digits), which spares parsing every number of the page to find one."""
+    """(element, source, raw text, typed value) for every place on the page that holds a valid value (and
+    whose value ``accept`` accepts, when given). ``equal``: only places that may hold the last accepted value
+    itself (a number's texts must contain its digits), which spares parsing every number of the page to find
+    one."""
     _, old_src = split_selector(spec.selector)
     needle = _digits_of(spec.before) if equal and spec.numeric else None
     if equal and spec.type == "string" and spec.pattern is None and not spec.normalise and spec.before:
@@ -60,6 +61,8 @@ def value_sources(
     key = (needle, spec.type, spec.pattern, spec.normalise, old_src, *key)
     if key not in page.scan_cache:
         page.scan_cache[key] = list(_scan_values(page, spec, old_src, old_raw, needle))
+    if accept is None:
+        return iter(page.scan_cache[key])
     return ((el, src, raw, value) for el, src, raw, value in page.scan_cache[key] if accept(value))
 
 

@@ -30,7 +30,7 @@ def shortlist(ctx: Context) -> Shortlist:
     ruled = spec.numeric or spec.expected is not None  # a string without an expected value breaks no rule
     edited = spec.type == "string" and spec.before is not None
     shape = _Shape(str(spec.before), policy) if edited else None
-    for el, src, raw, value in value_sources(after, spec, lambda v: True, ctx.target_raw):
+    for el, src, raw, value in value_sources(after, spec, old_raw=ctx.target_raw):
         if ruled and spec.violation(value, policy) is not None:
             out.rejected_by_rules += 1
             continue
@@ -76,6 +76,6 @@ class _Shape:
         self.shortest, self.longest = policy.changed_text_shape
 
     def fits(self, value: str) -> bool:
-        if bool(DIGIT.search(value)) != self.digits:
-            return False
-        return self.shortest <= len(value) / self.length <= self.longest
+        if not self.shortest <= len(value) / self.length <= self.longest:
+            return False  # most texts: no pattern search
+        return bool(DIGIT.search(value)) == self.digits

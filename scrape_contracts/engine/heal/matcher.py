@@ -50,6 +50,11 @@ class Compound:
     attrs: tuple[tuple[str, str], ...]
     nth: int | None  # :nth-of-type(n), only after a tag (cssselect refuses *:nth-of-type)
 
+    @property
+    def bare(self) -> bool:
+        """A tag and nothing else: every element of that tag matches."""
+        return self.tag is not None and not (self.ids or self.classes or self.attrs) and self.nth is None
+
 
 # (compounds left to right, the combinator before each but the first: " ", ">" or "+")
 Parsed = tuple[tuple[Compound, ...], tuple[str, ...]]
@@ -133,7 +138,9 @@ def _step(index: SelectorIndex, left: list[etree._Element], combinator: str,
             if index.order[anchor] > end:
                 found.update(anchor.iterdescendants(compound.tag))
                 end = index.order[index.last_descendant(anchor)]
-    return sorted((el for el in found if index.is_(el, compound)), key=index.order.__getitem__)
+    if not compound.bare:
+        found = {el for el in found if index.is_(el, compound)}
+    return sorted(found, key=index.order.__getitem__)
 
 
 def _related(index: SelectorIndex, combinator: str,
@@ -184,7 +191,12 @@ class SelectorIndex:
         ``FAST_POOL`` of them (or more than ``SCANNED`` to look at)."""
         if compound not in self._matching:
             pool = min(self._pools(compound), key=len)
-            found = [el for el in pool if self.is_(el, compound)] if len(pool) <= SCANNED else None
+            if len(pool) > SCANNED:
+                found = None
+            elif compound.bare:  # a tag alone: its pool is the answer
+                found = list(pool)
+            else:
+                found = [el for el in pool if self.is_(el, compound)]
             self._matching[compound] = found if found is None or len(found) <= FAST_POOL else None
         return self._matching[compound]
 

@@ -110,6 +110,8 @@ def _scan_values(
         longest = policy.max_numeric_text if spec.pattern is None else max_string
         shaped = spec.pattern is None
         price = spec.type == "price"
+        # a price and a number read a text alike (Page.parse): they share its shape
+        shape_type = "number" if spec.type in ("price", "number") and not spec.normalise else spec.type
 
         def number_text(raw: str) -> bool:
             """What depends on the text alone: asked once per text (wrappers repeat their child's)."""
@@ -118,7 +120,7 @@ def _scan_values(
             if needle is not None and needle not in raw and needle not in NON_DIGIT.sub("", raw):
                 return False
             if shaped:
-                key = (raw, spec.type, spec.normalise, allowed_numbers, allowed_words)
+                key = (raw, shape_type, spec.normalise, allowed_numbers, allowed_words)
                 ok = page.shape_cache.get(key)
                 if ok is None:
                     ok = page.shape_cache[key] = _number_like(

@@ -29,9 +29,10 @@ What it does:
    project's paths), printing correct/total values.
 
 Figures: seconds is wall-clock (for (b)/(c) the whole user command: launch, queue, run, summary; the time
-inside the runs is printed too); pages/s = pages / seconds; x_raw = pages/s ÷ raw pages/s; peak_rss_MB is
-the peak resident memory of the process doing the work (raw: the loop's process; single: the process
-executing the jobs; batch: the run worker(s) with their child processes, sampled from /proc).
+inside the runs is printed too); pages/s = pages / seconds; x_raw = pages/s ÷ raw pages/s; peak_MB is
+the peak memory of the processes doing the work (raw: the loop's process, its peak RSS; single: the process
+executing the jobs; batch: the run worker(s) with their child processes and the warm process they fork from,
+sampled from /proc as PSS: pages a fork shares with its parent are counted once, not once per process).
 """
 
 from __future__ import annotations
@@ -454,7 +455,7 @@ class Daemon:
 
 
 class RssSampler(threading.Thread):
-    """Peak RSS of the run workers under one daemon, children (parse pools) included, sampled from /proc.
+    """Peak memory (PSS) of the run workers under one daemon, children (parse pools) included, from /proc.
 
     With DefaultRunLauncher a run worker is a multiprocessing child of the daemon's code server; everything
     under the daemon counts except the daemon's own plumbing (code server, resource tracker, log tailers).
@@ -479,7 +480,9 @@ class RssSampler(threading.Thread):
     def sample(self) -> None:
         pids = [pid for pid in descendants(self.root_pid)
                 if not any(part in _cmdline(pid) for part in self.PLUMBING)]
-        self.peak_kb = max(self.peak_kb, sum(_status_kb(pid, "VmRSS") for pid in pids))
+        # PSS: a forked worker shares most of its pages (Dagster's imports) with the warm process; RSS would
+        # count them once per process
+        self.peak_kb = max(self.peak_kb, sum(_pss_kb(pid) for pid in pids))
         self.largest_kb = max([self.largest_kb, *(_status_kb(pid, "VmHWM") for pid in pids)])
 
     def stop(self) -> int:
@@ -494,6 +497,17 @@ def _cmdline(pid: int) -> str:
             return fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return _status_kb(pid, "VmRSS")
 
 
 def _status_kb(pid: int, key: str) -> int:
@@ -676,7 +690,7 @@ def batched_rows(instance_env: InstanceEnv, site: sitegen.Site, contracts_dir: P
 
 def print_table(rows: list[Row]) -> None:
     raw = next((r for r in rows if r.path.startswith("(a)")), None)
-    header = f"{'path':<42} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x_raw':>6} {'peak_rss_MB':>11}  correct"
+    header = f"{'path':<42} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x_raw':>6} {'peak_MB':>11}  correct"
     print("\n" + header + "\n" + "-" * len(header))
     for r in rows:
         x_raw = f"{r.rate / raw.rate:.3f}" if raw and raw.rate else "-"

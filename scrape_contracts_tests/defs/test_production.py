@@ -121,3 +121,24 @@ def test_run_without_partition_launches_batches_once_and_waits(sqlite_harness: H
         assert "targets done" in err.read_text() and "ASSET_MATERIALIZATION" not in err.read_text()
     assert {r.tags["scrape_contracts/batch"] for r in runs} == {"shop/1-of-2", "shop/2-of-2"}
     assert sorted(v.partition for v in harness.store.latest_accepted_all("shop")) == [f"t{i}" for i in range(5)]
+
+
+def test_the_queue_is_read_four_times_a_second_and_a_wrong_interval_is_refused(tmp_path: Path) -> None:
+    """dequeue_interval_ms (ours; Dagster takes whole seconds) in both shipped instance files; the daemon
+    sleeps what the coordinator says between passes."""
+    import dagster as dg
+    import yaml
+
+    from scrape_contracts.queue import ScrapeRunCoordinator
+
+    for name in ("dagster.yaml", "deploy/dagster.postgres.yaml"):
+        config = yaml.safe_load((REPO / name).read_text())["run_coordinator"]["config"]
+        assert config["dequeue_interval_ms"] == 250 and "dequeue_interval_seconds" not in config, name
+    shipped = yaml.safe_load((REPO / "dagster.yaml").read_text())
+    with dg.instance_for_test(temp_dir=str(tmp_path),
+                              overrides={"run_coordinator": shipped["run_coordinator"]}) as instance:
+        assert isinstance(instance.run_coordinator, ScrapeRunCoordinator)
+        assert instance.run_coordinator.dequeue_interval_seconds == 0.25
+    with pytest.raises(dg.DagsterInvalidConfigError, match="at least 50"):
+        ScrapeRunCoordinator.from_config_value(None, {"dequeue_interval_ms": 10})
+    assert ScrapeRunCoordinator.from_config_value(None, {"dequeue_interval_seconds": 2}).dequeue_interval_seconds == 2

@@ -130,7 +130,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{spec.label}: already launched with this key: run {run.run_id} ({run.status.value})")
 
     specs = launch.run_specs(loaded, keys, idempotency_key=args.idempotency_key, partition=args.partition,
-                             force=args.force, reextract=getattr(args, "reextract", False))
+                             force=args.force, reextract=getattr(args, "reextract", False),
+                             all_targets=not args.partition)
     try:
         with warnings.catch_warnings():
             # Dagster warns with the whole stack trace of a location that fails to load, then raises

@@ -142,3 +142,27 @@ def test_the_queue_is_read_four_times_a_second_and_a_wrong_interval_is_refused(t
     with pytest.raises(dg.DagsterInvalidConfigError, match="at least 50"):
         ScrapeRunCoordinator.from_config_value(None, {"dequeue_interval_ms": 10})
     assert ScrapeRunCoordinator.from_config_value(None, {"dequeue_interval_seconds": 2}).dequeue_interval_seconds == 2
+
+
+def test_one_batch_of_every_target_lists_none_in_its_config(tmp_path: Path) -> None:
+    """`run C` without --partition: a single batch's config says "every target not paused" (an empty list,
+    which the batch op expands and filters when it runs) instead of carrying every key; several batches
+    carry their keys."""
+    import dataclasses
+
+    from scrape_contracts import launch
+    from scrape_contracts.contract.loader import load_contracts
+
+    (tmp_path / "shop.yaml").write_text(
+        "name: shop\ntargets:\n" + "".join(f"  - url: http://127.0.0.1:9/{i}\n    key: t{i}\n" for i in range(5))
+        + "fetch:\n  allow_private_addresses: true\nfields:\n  title:\n    selector: h1\nbatch_size: 10\n")
+    [loaded] = load_contracts(tmp_path).contracts
+    keys = [f"t{i}" for i in range(5)]
+
+    def partitions(specs: list) -> list:
+        return [s.run_config["ops"]["shop_scrape_batch"]["config"]["partitions"] for s in specs]
+
+    assert partitions(launch.run_specs(loaded, keys, idempotency_key="k", all_targets=True)) == [[]]
+    assert partitions(launch.run_specs(loaded, keys[:3], idempotency_key="k")) == [keys[:3]]  # a selection
+    small = dataclasses.replace(loaded, contract=loaded.contract.model_copy(update={"batch_size": 3}))
+    assert partitions(launch.run_specs(small, keys, idempotency_key="k", all_targets=True)) == [keys[:3], keys[3:]]

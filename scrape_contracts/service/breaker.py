@@ -68,9 +68,9 @@ class HostBreaker:
     async def admit(self, host: str, url: str) -> tuple[FetchError | None, bool]:
         """(refusal, probe): fetch ``url`` when the refusal is None; ``probe`` says it goes as the probe."""
         while True:
-            state = self._hosts.get(host)
-            if state is None or state.failures < self.trip_after:
+            if not self.is_open(host):
                 return None, False
+            state = self._hosts[host]
             if state.failed_probes >= self.probes:
                 return FetchError(
                     f"not fetched: {host} failed {state.failures} fetches in a row and {state.failed_probes} "

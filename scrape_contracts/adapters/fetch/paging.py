@@ -160,14 +160,21 @@ def _walk(pager: Pager, url: str, walked: _Walked | None, settings: str
     return _combined(pages, urls, pager, settings, end)
 
 
-class PagingFetcher(ClosesOnExit):
+class _Paging:
+    """What both fetchers share: the settings, and the I/O-free walk of one target's pages (``_walk``)."""
+
     def __init__(self, inner: Any, pagination: PaginationLike, item_selector: str) -> None:
         self.inner, self.pagination, self.item_selector = inner, pagination, item_selector
         self.settings = _settings(pagination, item_selector)
 
-    def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
-        walk = _walk(Pager(self.pagination, url, self.item_selector), url, _Walked.parse(etag, self.settings),
+    def _walk(self, url: str, etag: str | None) -> Generator[Any, Any, Page]:
+        return _walk(Pager(self.pagination, url, self.item_selector), url, _Walked.parse(etag, self.settings),
                      self.settings)
+
+
+class PagingFetcher(_Paging, ClosesOnExit):
+    def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
+        walk = self._walk(url, etag)
         try:
             get = next(walk)
             while True:
@@ -184,14 +191,9 @@ class PagingFetcher(ClosesOnExit):
         self.inner.close()
 
 
-class AsyncPagingFetcher(AsyncClosesOnExit):
-    def __init__(self, inner: Any, pagination: PaginationLike, item_selector: str) -> None:
-        self.inner, self.pagination, self.item_selector = inner, pagination, item_selector
-        self.settings = _settings(pagination, item_selector)
-
+class AsyncPagingFetcher(_Paging, AsyncClosesOnExit):
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
-        walk = _walk(Pager(self.pagination, url, self.item_selector), url, _Walked.parse(etag, self.settings),
-                     self.settings)
+        walk = self._walk(url, etag)
         try:
             get = next(walk)
             while True:

@@ -215,4 +215,9 @@ def _visible_text(element) -> list[str]:
 
 
 def select_texts(root: parsel.Selector, selector: str, budget: SelectorBudget | None = None) -> list[str]:
-    return [node_text(n) for n in select(root, selector, budget)]
+    """The text of every node ``selector`` matches, as ``node_text`` reads it.
+
+    Through the compiled, cached evaluator and without parsel's wrapping: parsel compiles the XPath on every
+    call, which was a third of a batch worker's time on a first sweep (py-spy, 7 fields per page)."""
+    return [element_text(n) if hasattr(n, "tag") else normalise_space(str(n))
+            for n in select_nodes(root, selector, budget)]

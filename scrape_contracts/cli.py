@@ -13,10 +13,11 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from scrape_contracts.contract.loader import LoadResult, load_contracts
+if TYPE_CHECKING:
+    from scrape_contracts.contract.loader import LoadResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # the laptop instance config; demo and dev copy it into DAGSTER_HOME (Dagster reads it only there)
@@ -38,6 +39,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _load(args: argparse.Namespace) -> LoadResult:
+    # imported here: the contract model costs 0.6 s to import, which a command served by the warm process
+    # (see ``console``) never needs in this process
+    from scrape_contracts.contract.loader import load_contracts
+
     return load_contracts(args.contracts_dir)
 
 
@@ -258,6 +263,14 @@ def console() -> None:
     import atexit
     import threading
 
+    from scrape_contracts import warm_cli
+
+    # `run` and `reextract` go to the daemon's warm process when one serves this instance: it has Dagster and
+    # the contracts loaded (see warm_cli); else, or when it declines, the command runs here
+    served = warm_cli.try_warm(sys.argv[1:])
+    if served is not None:
+        sys.stdout.flush()
+        os._exit(served)
     code = main()
     if sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)  # a profiler or debugger writes its results in the teardown

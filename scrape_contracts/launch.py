@@ -97,6 +97,11 @@ def failure_reason(result: dg.ExecuteInProcessResult) -> str:
     return "the run failed: see it in the Dagster UI (Runs)"
 
 
+# set in a command's child of the warm process (warm_worker._prepare_command): whether the code location module
+# it has imported still matches the contracts folder, so the command may use it instead of loading it again
+preloaded_current: Callable[[str], bool] | None = None
+
+
 def _in_process_target(workspace_file: str) -> Any | None:
     """The workspace as an in-process load target when it is one ``python_module`` (ours is), else None.
 
@@ -125,9 +130,17 @@ def _in_process_target(workspace_file: str) -> Any | None:
     if not module or (isinstance(entry, dict) and set(entry) - {"module_name", "location_name"}):
         return None
     if module in sys.modules:
-        # already imported in this process (a test, an embedding program): its definitions may come from
-        # another contracts folder; a code server loads them fresh
-        return None
+        if preloaded_current is None:
+            # already imported in this process (a test, an embedding program): its definitions may come from
+            # another contracts folder; a code server loads them fresh
+            return None
+        if not preloaded_current(module):
+            # a command served by the warm process (a child of its own, thrown away after): the contracts
+            # changed since it loaded them, so load them again here
+            from scrape_contracts.contract import loader
+
+            sys.modules.pop(module, None)
+            loader.forget_parsed()
     base = os.path.dirname(os.path.abspath(workspace_file))
     origin = LoadableTargetOrigin(executable_path=sys.executable, module_name=module, working_directory=base)
     return InProcessWorkspaceLoadTarget([InProcessCodeLocationOrigin(origin, location_name=location or module)])
@@ -160,8 +173,9 @@ def launch(instance: dg.DagsterInstance, workspace_file: str, specs: Sequence[Ru
 
     runs = []
     new = []
+    found = _runs_by_id(instance, [spec.run_id for spec in specs])
     for spec in specs:
-        existing = instance.get_run_by_id(spec.run_id)
+        existing = found.get(spec.run_id)
         if existing is not None:
             report(spec, existing, False)
             runs.append(existing)
@@ -180,6 +194,17 @@ def launch(instance: dg.DagsterInstance, workspace_file: str, specs: Sequence[Ru
             report(spec, submitted, True)
             runs.append(submitted)
     return runs
+
+
+def _runs_by_id(instance: dg.DagsterInstance, run_ids: Sequence[str]) -> dict[str, dg.DagsterRun]:
+    """The runs with these ids, in one query. ``get_run_by_id`` reads a run *record*, and Dagster's run storage
+    inspects the runs table's columns before each such read: on PostgreSQL a new connection and a catalogue
+    query per run per poll, which took a core's tenth from the run being waited for (py-spy)."""
+    found: dict[str, dg.DagsterRun] = {}
+    for start in range(0, len(run_ids), 500):
+        for run in instance.get_runs(dg.RunsFilter(run_ids=list(run_ids[start:start + 500]))):
+            found[run.run_id] = run
+    return found
 
 
 def daemon_running(instance: dg.DagsterInstance, within_seconds: float = 120) -> bool:
@@ -209,7 +234,8 @@ def wait(instance: dg.DagsterInstance, run_ids: Sequence[str], *, poll_seconds: 
     """
     stuck_since: float | None = None
     while True:
-        runs = [instance.get_run_by_id(run_id) for run_id in run_ids]
+        found = _runs_by_id(instance, run_ids)
+        runs = [found.get(run_id) for run_id in run_ids]
         pending = [r for r in runs if r is None or r.status not in TERMINAL]
         if not pending:
             return [r for r in runs if r is not None]

@@ -57,11 +57,24 @@ class ScrapeRunCoordinator(dg.QueuedRunCoordinator):
         coordinator._dequeue_interval_ms = interval_ms
         return coordinator
 
+    _prewarmed = False
+
     @property
     def dequeue_interval_seconds(self) -> float:  # type: ignore[override]
+        # Dagster reads this once, as dagster-daemon builds its queue daemon: the one moment this code knows it
+        # runs in the daemon, so the launcher's warm process starts now rather than at the first launch
+        self._prewarm_launcher()
         if self._dequeue_interval_ms:
             return self._dequeue_interval_ms / 1000
         return super().dequeue_interval_seconds
+
+    def _prewarm_launcher(self) -> None:
+        if self._prewarmed or not self.has_instance:
+            return
+        self._prewarmed = True
+        prewarm = getattr(self._instance.run_launcher, "prewarm", None)
+        if prewarm is not None:
+            prewarm()
 
     def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
         run = context.dagster_run

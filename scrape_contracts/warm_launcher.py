@@ -74,11 +74,14 @@ class WarmProcess:
             raise RuntimeError(f"the warm run-worker process (pid {self.process.pid}) did not answer")
         return result[0].strip()
 
-    def start_worker(self, run_id: str, instance_ref: str, cwd: str | None, batch: bool) -> int:
+    def ensure_ready(self) -> None:
         if not self._ready:
             if self._read_line(_READY_TIMEOUT_S) != "ready":
                 raise RuntimeError("the warm run-worker process did not start")
             self._ready = True
+
+    def start_worker(self, run_id: str, instance_ref: str, cwd: str | None, batch: bool) -> int:
+        self.ensure_ready()
         self.process.stdin.write(json.dumps({"run_id": run_id, "instance_ref": instance_ref, "cwd": cwd,
                                              "batch": batch}) + "\n")
         self.process.stdin.flush()
@@ -125,6 +128,22 @@ class WarmRunLauncher(DefaultRunLauncher):
         if warm is None:
             warm = self._warm[executable] = WarmProcess(executable, fingerprint)
         return warm
+
+    def prewarm(self) -> None:
+        """Start the warm process now, in the background, instead of at the first launch: called as
+        dagster-daemon starts (``queue.ScrapeRunCoordinator``), so the first run and the first command served
+        by it (``warm_cli``) do not wait for its imports."""
+        if not self.enabled():
+            return
+
+        def start() -> None:
+            try:
+                with self._lock:
+                    self._warm_for(sys.executable).ensure_ready()
+            except (OSError, RuntimeError):
+                pass  # the first launch tries again, and falls back to the default launch
+
+        threading.Thread(target=start, name="warm-process-start", daemon=True).start()
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run

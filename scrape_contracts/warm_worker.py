@@ -21,6 +21,8 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Iterator
+from typing import Any
 
 # what every run worker imports anyway; scrape_contracts.definitions (which reads the contracts) is not here
 PRELOAD = (
@@ -125,6 +127,7 @@ def _run(request: dict[str, str]) -> int:
 
 
 def _child(request: dict[str, str]) -> None:
+    _drop_listener()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the run's own subprocesses must be waitable
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -150,7 +153,80 @@ def _child(request: dict[str, str]) -> None:
         os._exit(code)
 
 
+# ---- scrape-contracts run, served (scrape_contracts/warm_cli.py) ------------------------------------------------
+_listener = None  # warm_cli.Listener while this process serves commands
+_source = None  # this package's source fingerprint when this process started
+
+
+def _drop_listener() -> None:
+    """In a child: close the inherited listening socket (a run outliving this process must not hold it)."""
+    if _listener is not None:
+        _listener.sock.close()
+
+
+def _code_changed() -> str | None:
+    from scrape_contracts.warm_launcher import _package_root, source_fingerprint
+
+    if source_fingerprint([_package_root()]) != _source:
+        return "this package's source changed since the warm process started"
+    return None
+
+
+def _prepare_command() -> None:
+    """In a command's child, with the client's environment: the preloaded code location may serve the command
+    only while the contracts folder (as the command sees it, ``--contracts-dir`` included) still matches."""
+    from scrape_contracts import launch
+
+    launch.preloaded_current = lambda module: (module == CODE_LOCATION and _preloaded is not None
+                                               and contracts_snapshot() == _preloaded)
+
+
+def _run_command(argv: list[str]) -> int:
+    from scrape_contracts import cli
+
+    return cli.main(argv)
+
+
+def _command_child(conn: Any) -> None:
+    from scrape_contracts import warm_cli
+
+    _drop_listener()
+    warm_cli.serve(conn, _code_changed, _prepare_command, _run_command)
+
+
+def _requests(listener: Any) -> Iterator[Any]:
+    """The launcher's requests (one JSON line each on stdin) and, when serving, connections of commands, as
+    they come; ends when stdin closes."""
+    import selectors
+
+    chooser = selectors.DefaultSelector()
+    chooser.register(0, selectors.EVENT_READ, "launcher")
+    if listener is not None:
+        chooser.register(listener.fileno(), selectors.EVENT_READ, "command")
+    pending = b""
+    while True:
+        for key, _events in chooser.select():
+            if key.data == "command":
+                conn = listener.accept()
+                if conn is not None:
+                    yield conn
+                continue
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                return
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if line.strip():
+                    yield json.loads(line)
+
+
 def main() -> int:
+    global _listener, _source
+    from scrape_contracts import warm_cli
+    from scrape_contracts.warm_launcher import _package_root, source_fingerprint
+
+    _source = source_fingerprint([_package_root()])
     for name in PRELOAD:
         try:
             importlib.import_module(name)
@@ -165,21 +241,30 @@ def main() -> int:
     gc.freeze()
     # children are reaped by the kernel: this process never waits for them
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    _listener = warm_cli.Listener.open()
     out = sys.stdout
     out.write("ready\n")
     out.flush()
-    for line in sys.stdin:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            _child(request)
-        out.write(f"{pid}\n")
-        out.flush()
-        if contracts_snapshot() != _attempted:
-            gc.unfreeze()  # what the old code location froze can go now
-            preload_code_location()  # the contracts changed: the next run starts from them
-            gc.collect()
-            gc.freeze()
+    try:
+        for request in _requests(_listener):
+            if isinstance(request, dict):
+                pid = os.fork()
+                if pid == 0:
+                    _child(request)
+                out.write(f"{pid}\n")
+                out.flush()
+            else:  # a command's connection: a child of its own answers it
+                if os.fork() == 0:
+                    _command_child(request)
+                request.close()
+            if contracts_snapshot() != _attempted:
+                gc.unfreeze()  # what the old code location froze can go now
+                preload_code_location()  # the contracts changed: the next run starts from them
+                gc.collect()
+                gc.freeze()
+    finally:
+        if _listener is not None:
+            _listener.close()
     return 0
 
 

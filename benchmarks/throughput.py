@@ -420,12 +420,25 @@ class Daemon:
             while time.monotonic() < deadline:
                 if self.process is not None and self.process.poll() is not None:
                     raise RuntimeError(f"dagster-daemon exited ({self.process.returncode}): {self.log_tail()}")
-                if "QUEUED_RUN_COORDINATOR" in instance.get_daemon_heartbeats():
+                if "QUEUED_RUN_COORDINATOR" in instance.get_daemon_heartbeats() and self._warm_ready():
                     return
                 time.sleep(0.5)
         finally:
             instance.dispose()
         raise RuntimeError(f"dagster-daemon sent no heartbeat within {timeout:.0f}s: {self.log_tail()}")
+
+    def _warm_ready(self) -> bool:
+        """Whether the warm process the daemon starts (it serves `scrape-contracts run`, see
+        scrape_contracts/warm_cli.py) is listening: a deployment's steady state, not the daemon's own start.
+        True when this version of the project has no such thing, or it is turned off."""
+        try:
+            from scrape_contracts import warm_cli
+        except ImportError:
+            return True
+        with _patched_environ({k: v for k, v in self.instance_env.env.items() if k.startswith("SCRAPE_CONTRACTS_")}):
+            if not warm_cli.enabled() or os.environ.get("SCRAPE_CONTRACTS_WARM_WORKERS", "1") == "0":
+                return True
+        return os.path.exists(warm_cli.socket_path(str(self.instance_env.home), sys.prefix))
 
     def log_tail(self, chars: int = 2000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""

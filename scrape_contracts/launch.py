@@ -223,14 +223,16 @@ class NoDaemon(Exception):
         self.queued = queued
 
 
-def wait(instance: dg.DagsterInstance, run_ids: Sequence[str], *, poll_seconds: float = 0.25,
+def wait(instance: dg.DagsterInstance, run_ids: Sequence[str], *, poll_seconds: float = 0.1,
          give_up_after: float | None = 60.0, sleep: Callable[[float], None] = time.sleep,
          clock: Callable[[], float] = time.monotonic) -> list[dg.DagsterRun]:
     """Block until every run is finished.
 
     Raises ``NoDaemon`` when the unfinished runs have all been queued for ``give_up_after`` seconds and no
     daemon has sent a heartbeat: nothing would ever start them (``None``: wait anyway). A daemon that is
-    alive but busy (the queue is full) is waited for without a bound.
+    alive but busy (the queue is full) is waited for without a bound. A poll is one query of the runs table
+    (2.5 ms of CPU on SQLite here): every 0.1 s, the command notices a finished run 75 ms sooner on average
+    than at 0.25 s, for 2.5% of a core while it waits.
     """
     stuck_since: float | None = None
     while True:

@@ -108,6 +108,9 @@ def try_warm(argv: Sequence[str]) -> int | None:
         answer = json.loads(reader.readline() or b"{}")
         if not answer.get("served"):
             return None  # refused (its code is older than ours, say) or gone: run it here
+        # the child starts only on this word: had we given up waiting (and run the command here), it would
+        # see the connection closed instead, and do nothing
+        conn.sendall(b"go\n")
     except (OSError, ValueError):
         conn.close()
         return None  # no warm process (no daemon yet), a stale socket, a closed stdout: run it here
@@ -219,6 +222,10 @@ def serve(conn: socket.socket, refusal: Callable[[], str | None], prepare: Calla
         (size,) = _HEADER.unpack(header)
         request = json.loads(_read_exactly(conn, size))
         why = refusal()
+        if command_of(request["argv"]) not in SERVED:
+            why = "not a command this process serves"
+        elif request["env"].get("PYTHONPATH") != os.environ.get("PYTHONPATH"):
+            why = "another PYTHONPATH: modules could resolve differently here"
         if why:
             conn.sendall(json.dumps({"served": False, "why": why}).encode() + b"\n")
             os._exit(0)
@@ -232,6 +239,10 @@ def serve(conn: socket.socket, refusal: Callable[[], str | None], prepare: Calla
         sys.argv = ["scrape-contracts", *request["argv"]]
         prepare()
         conn.sendall(b'{"served": true}\n')
+        conn.settimeout(_ACCEPT_TIMEOUT_S)
+        if _read_exactly(conn, 3) != b"go\n":
+            os._exit(1)
+        conn.settimeout(None)
     except BaseException:  # noqa: BLE001 (not accepted: the client runs the command itself)
         os._exit(1)
     threading.Thread(target=_interrupt_on_hangup, args=(conn,), daemon=True).start()

@@ -136,11 +136,14 @@ def test_the_command_runs_locally_when_nothing_serves_it(sqlite_harness: Harness
     assert warm_cli.try_warm(["validate"]) is None
 
 
-def test_the_switch_turns_serving_off(sqlite_harness: Harness, site, warm) -> None:
+def test_the_switch_and_another_pythonpath_run_it_locally(sqlite_harness: Harness, site, warm) -> None:
     sqlite_harness.write_product_contract("shop", {"p1": site.url("/p/1")})
     warm()
     args = ["--contracts-dir", str(sqlite_harness.contracts_dir), "run", "shop", "--idempotency-key", "k"]
     assert _client(*args, SCRAPE_CONTRACTS_WARM_CLI="0").stderr == "[local]"
+    # the warm process declines a command whose modules could resolve differently
+    assert _client(*args, PYTHONPATH=str(sqlite_harness.contracts_dir)).stderr == "[local]"
+    assert _client(*args).stderr.endswith("[served]")
 
 
 def test_a_warm_process_whose_code_changed_refuses(monkeypatch: pytest.MonkeyPatch) -> None:

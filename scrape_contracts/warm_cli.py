@@ -93,7 +93,11 @@ def command_of(argv: Sequence[str]) -> str | None:
 
 # ---- the client: scrape-contracts run ---------------------------------------------------------------------
 def try_warm(argv: Sequence[str]) -> int | None:
-    """Have the warm process execute this command; its exit status, or None to run it here instead."""
+    """Have the warm process execute this command; its exit status, or None to run it here instead.
+
+    A command the child ended on Ctrl-C ends this process by SIGINT too, as a local command dies of it (a
+    shell script stops there instead of going on to its next line).
+    """
     home = os.environ.get("DAGSTER_HOME")
     if not home or command_of(argv) not in SERVED or not enabled() or not _private_folder(create=False):
         return None
@@ -101,12 +105,14 @@ def try_warm(argv: Sequence[str]) -> int | None:
     try:
         conn.settimeout(_ACCEPT_TIMEOUT_S)
         conn.connect(socket_path(home))
-        payload = json.dumps({"argv": list(argv), "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+        payload = json.dumps({"argv": list(argv), "env": dict(os.environ), "cwd": os.getcwd(),
+                              "umask": _umask(), "streams": _stream_settings()}).encode()
         socket.send_fds(conn, [_HEADER.pack(len(payload))], [0, 1, 2])
         conn.sendall(payload)
         reader = conn.makefile("rb")
         answer = json.loads(reader.readline() or b"{}")
         if not answer.get("served"):
+            conn.close()
             return None  # refused (its code is older than ours, say) or gone: run it here
         # the child starts only on this word: had we given up waiting (and run the command here), it would
         # see the connection closed instead, and do nothing
@@ -114,28 +120,69 @@ def try_warm(argv: Sequence[str]) -> int | None:
     except (OSError, ValueError):
         conn.close()
         return None  # no warm process (no daemon yet), a stale socket, a closed stdout: run it here
+    except KeyboardInterrupt:
+        conn.close()  # before the go: the child does nothing
+        _die_of_sigint()
     # from here on the command is the child's: wait for its exit status however long the command takes
     conn.settimeout(None)
-    interrupts = 0
+    interrupted = False
     while True:
         try:
             line = reader.readline()
             break
         except KeyboardInterrupt:
-            interrupts += 1
-            if interrupts > 1:
-                return 130  # a second Ctrl-C: stop waiting (the child is interrupted already)
+            if interrupted:
+                conn.close()
+                _die_of_sigint()  # a second Ctrl-C: stop waiting (the child is interrupted already)
+            interrupted = True
             try:
                 conn.sendall(b"interrupt\n")  # the child gets its own KeyboardInterrupt, like a local command
             except OSError:
-                return 130
+                _die_of_sigint()
     conn.close()
     try:
-        return int(json.loads(line)["exit"])
+        status = json.loads(line)
+        code = int(status["exit"])
     except (ValueError, KeyError, TypeError):
         print("error: the warm process ended this command without an exit status (killed?); run it again "
               "(the same --idempotency-key launches nothing twice)", file=sys.stderr)
         return 1
+    if status.get("interrupted"):
+        _die_of_sigint()
+    return code
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _stream_settings() -> dict[str, dict[str, object]]:
+    """How this process writes its output (PYTHONIOENCODING, PYTHONUNBUFFERED): the child writes the same."""
+    found = {}
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        found[name] = {"encoding": getattr(stream, "encoding", None) or "utf-8",
+                       "errors": getattr(stream, "errors", None) or "strict",
+                       "line_buffering": bool(getattr(stream, "line_buffering", False)),
+                       "write_through": bool(getattr(stream, "write_through", False))}
+    return found
+
+
+def _die_of_sigint() -> None:
+    sys.stdout.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    os._exit(130)  # not reached on Linux
+
+
+# variables of Python's own that change how the same code runs; the output ones are taken over (streams)
+_PYTHON_OUTPUT_VARIABLES = frozenset({"PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE"})
+
+
+def _python_variables(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith("PYTHON") and k not in _PYTHON_OUTPUT_VARIABLES}
 
 
 # ---- the server: in the warm process ----------------------------------------------------------------------
@@ -146,6 +193,7 @@ class Listener:
         self.sock = sock
         self.path = path
         self._inode = os.stat(path).st_ino
+        self._pid = os.getpid()  # a forked child that unwinds never removes its parent's socket
 
     @classmethod
     def open(cls) -> Listener | None:
@@ -184,6 +232,13 @@ class Listener:
     def fileno(self) -> int:
         return self.sock.fileno()
 
+    def gone(self) -> bool:
+        """Whether its socket file was removed or replaced (a /tmp cleaner): then nothing can connect to it."""
+        try:
+            return os.stat(self.path).st_ino != self._inode
+        except OSError:
+            return True
+
     def accept(self) -> socket.socket | None:
         try:
             conn, _ = self.sock.accept()
@@ -195,6 +250,8 @@ class Listener:
     def close(self) -> None:
         """Stop listening; the socket file goes only if it is still this one (not a newer warm process's)."""
         self.sock.close()
+        if os.getpid() != self._pid:
+            return
         try:
             if os.stat(self.path).st_ino == self._inode:
                 os.unlink(self.path)
@@ -213,6 +270,7 @@ def serve(conn: socket.socket, refusal: Callable[[], str | None], prepare: Calla
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the command's own subprocesses must be waitable
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        conn.settimeout(_ACCEPT_TIMEOUT_S)  # a client that connects and says nothing does not keep a child
         uid = _peer_uid(conn)
         if uid != os.getuid():
             os._exit(1)
@@ -224,8 +282,11 @@ def serve(conn: socket.socket, refusal: Callable[[], str | None], prepare: Calla
         why = refusal()
         if command_of(request["argv"]) not in SERVED:
             why = "not a command this process serves"
-        elif request["env"].get("PYTHONPATH") != os.environ.get("PYTHONPATH"):
-            why = "another PYTHONPATH: modules could resolve differently here"
+        elif "--workspace" in request["argv"] or any(a.startswith("--workspace=") for a in request["argv"]):
+            # another workspace imports other modules: in a process of its own, not in a fork of the daemon's
+            why = "a workspace of its own"
+        elif _python_variables(request["env"]) != _python_variables(dict(os.environ)):
+            why = "other PYTHON* variables (PYTHONPATH, PYTHONWARNINGS, ...): the code could run differently here"
         if why:
             conn.sendall(json.dumps({"served": False, "why": why}).encode() + b"\n")
             os._exit(0)
@@ -235,7 +296,8 @@ def serve(conn: socket.socket, refusal: Callable[[], str | None], prepare: Calla
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
-        _reopen_standard_streams()
+        os.umask(int(request["umask"]))
+        _reopen_standard_streams(request["streams"])
         sys.argv = ["scrape-contracts", *request["argv"]]
         prepare()
         conn.sendall(b'{"served": true}\n')
@@ -246,17 +308,18 @@ def serve(conn: socket.socket, refusal: Callable[[], str | None], prepare: Calla
     except BaseException:  # noqa: BLE001 (not accepted: the client runs the command itself)
         os._exit(1)
     threading.Thread(target=_interrupt_on_hangup, args=(conn,), daemon=True).start()
-    code = 1
+    code, interrupted = 1, False
     try:
         code = run(list(request["argv"]))
-    except SystemExit as exc:  # argparse's usage errors
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except KeyboardInterrupt:
-        code = 130
-    except BaseException:  # noqa: BLE001 (as a local command would: the traceback on the user's stderr)
+    except SystemExit as exc:  # argparse's usage errors; a message is printed as Python prints it
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        if not isinstance(exc.code, int) and exc.code is not None:
+            print(exc.code, file=sys.stderr)
+    except BaseException as exc:  # noqa: BLE001 (as a local command would: the traceback on the user's stderr)
         import traceback
 
         traceback.print_exc()
+        code, interrupted = (130, True) if isinstance(exc, KeyboardInterrupt) else (1, False)
     finally:
         # done: the client hangs up once it has the status, which must not interrupt this child any more
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -266,7 +329,7 @@ def serve(conn: socket.socket, refusal: Callable[[], str | None], prepare: Calla
             except (OSError, ValueError):
                 pass
         try:
-            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+            conn.sendall(json.dumps({"exit": code, "interrupted": interrupted}).encode() + b"\n")
         except OSError:
             pass
         os._exit(code)
@@ -288,15 +351,17 @@ def _read_exactly(conn: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _reopen_standard_streams() -> None:
-    """Python's stdin/stdout/stderr objects on the client's descriptors, buffered as a fresh process's are
-    (line-buffered on a terminal), so output interleaves exactly as it would locally."""
-    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
-        old = getattr(sys, name)
-        encoding = getattr(old, "encoding", None) or "utf-8"
-        line = name == "stderr" or os.isatty(fd)
-        setattr(sys, name, open(fd, mode, buffering=1 if line and mode == "w" else -1, encoding=encoding,
-                                errors="backslashreplace" if name == "stderr" else "strict", closefd=False))
+def _reopen_standard_streams(settings: dict[str, dict[str, object]]) -> None:
+    """Python's stdin/stdout/stderr objects on the client's descriptors, written as the client's would be
+    (its encoding, errors, line buffering and write-through), so output looks exactly as it would locally."""
+    sys.stdin = open(0, "r", encoding=getattr(sys.stdin, "encoding", None) or "utf-8", closefd=False)
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        wanted = settings[name]
+        stream = open(fd, "w", buffering=1 if wanted["line_buffering"] else -1, encoding=str(wanted["encoding"]),
+                      errors=str(wanted["errors"]), closefd=False)
+        if wanted["write_through"]:
+            stream.reconfigure(write_through=True)
+        setattr(sys, name, stream)
 
 
 def _interrupt_on_hangup(conn: socket.socket) -> None:

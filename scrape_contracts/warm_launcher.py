@@ -137,11 +137,15 @@ class WarmRunLauncher(DefaultRunLauncher):
             return
 
         def start() -> None:
-            try:
-                with self._lock:
+            with self._lock:
+                try:
                     self._warm_for(sys.executable).ensure_ready()
-            except (OSError, RuntimeError):
-                pass  # the first launch tries again, and falls back to the default launch
+                except (OSError, RuntimeError):
+                    # not ready in time: let it go, so the first launch starts a fresh one instead of reading
+                    # an answer that a timed-out reader may take
+                    warm = self._warm.pop(sys.executable, None)
+                    if warm is not None:
+                        warm.close()
 
         threading.Thread(target=start, name="warm-process-start", daemon=True).start()
 

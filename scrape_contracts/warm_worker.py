@@ -59,7 +59,10 @@ def contracts_snapshot() -> tuple | None:
                     return None
     except OSError:
         return None
-    settings = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(("SCRAPE_CONTRACTS_", "DAGSTER_"))))
+    # what the definitions are built from; not every DAGSTER_* variable (`dagster dev` gives the daemon two that
+    # a shell never has, and no served command would then match)
+    settings = tuple(sorted((k, v) for k, v in os.environ.items()
+                            if k.startswith("SCRAPE_CONTRACTS_") or k == "DAGSTER_HOME"))
     return str(root), tuple(sorted(files)), settings
 
 
@@ -191,7 +194,20 @@ def _command_child(conn: Any) -> None:
     from scrape_contracts import warm_cli
 
     _drop_listener()
+    # a session of its own: Ctrl-C or Ctrl-Z in the daemon's terminal must not reach a command of another one
+    os.setsid()
     warm_cli.serve(conn, _code_changed, _prepare_command, _run_command)
+
+
+_LISTENER_CHECK_S = 30.0
+
+
+def _reopen_listener() -> Any:
+    global _listener
+    from scrape_contracts import warm_cli
+
+    _listener = warm_cli.Listener.open()
+    return _listener
 
 
 def _requests(listener: Any) -> Iterator[Any]:
@@ -205,7 +221,15 @@ def _requests(listener: Any) -> Iterator[Any]:
         chooser.register(listener.fileno(), selectors.EVENT_READ, "command")
     pending = b""
     while True:
-        for key, _events in chooser.select():
+        ready = chooser.select(timeout=_LISTENER_CHECK_S)
+        if not ready and listener is not None and listener.gone():
+            # its socket file was removed (a /tmp cleaner): listen again, else every command would run locally
+            chooser.unregister(listener.fileno())
+            listener.close()
+            listener = _reopen_listener()
+            if listener is not None:
+                chooser.register(listener.fileno(), selectors.EVENT_READ, "command")
+        for key, _events in ready:
             if key.data == "command":
                 conn = listener.accept()
                 if conn is not None:
@@ -219,6 +243,14 @@ def _requests(listener: Any) -> Iterator[Any]:
                 line, pending = pending.split(b"\n", 1)
                 if line.strip():
                     yield json.loads(line)
+
+
+def _in_child(body: Any, argument: Any) -> None:
+    """A forked child's life: whatever happens in it, it never returns into this process's loop."""
+    try:
+        body(argument)
+    finally:
+        os._exit(1)
 
 
 def main() -> int:
@@ -250,12 +282,12 @@ def main() -> int:
             if isinstance(request, dict):
                 pid = os.fork()
                 if pid == 0:
-                    _child(request)
+                    _in_child(_child, request)
                 out.write(f"{pid}\n")
                 out.flush()
             else:  # a command's connection: a child of its own answers it
                 if os.fork() == 0:
-                    _command_child(request)
+                    _in_child(_command_child, request)
                 request.close()
             if contracts_snapshot() != _attempted:
                 gc.unfreeze()  # what the old code location froze can go now

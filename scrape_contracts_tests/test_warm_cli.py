@@ -33,7 +33,7 @@ def warm(sqlite_harness: Harness) -> Iterator[Callable[[], subprocess.Popen]]:
 
     def start() -> subprocess.Popen:
         process = subprocess.Popen([sys.executable, "-m", "scrape_contracts.warm_worker"], stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, cwd=REPO,
+                                   stdout=subprocess.PIPE, cwd=REPO, start_new_session=True,  # as the daemon's
                                    env={**os.environ, "SCRAPE_CONTRACTS_DIR": str(sqlite_harness.contracts_dir)})
         started.append(process)
         assert process.stdout.readline() == b"ready\n"
@@ -154,20 +154,60 @@ def test_a_warm_process_whose_code_changed_refuses(monkeypatch: pytest.MonkeyPat
 
 
 def test_ctrl_c_in_the_client_interrupts_the_served_command(sqlite_harness: Harness, site, warm) -> None:
-    """``run --wait`` with no daemon waits for the queue; Ctrl-C stops the wait as it would locally (130)."""
+    """``run --wait`` with no daemon waits for the queue; Ctrl-C stops it as it stops a local command: the
+    traceback, and the client dies of SIGINT (a shell script stops there). The command's process is in a
+    session of its own, out of reach of signals meant for the daemon's."""
     import signal
     import time
 
     sqlite_harness.write_product_contract("shop", {"p1": site.url("/p/1")})
-    warm()
+    process = warm()
     client = subprocess.Popen([sys.executable, "-c", CLIENT, "--contracts-dir", str(sqlite_harness.contracts_dir),
                                "run", "shop", "--idempotency-key", "k", "--wait", "--timeout", "300"],
                               cwd=REPO, env={**os.environ}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert "launched run" in client.stdout.readline()
         time.sleep(0.5)  # waiting for the queue now
+        [child] = [pid for pid in _children(process.pid)]
+        assert os.getpgid(child) == child != os.getpgid(process.pid)
+        # Ctrl-C in the daemon's terminal stops the daemon and its warm process, not a command of another one
+        os.killpg(os.getpgid(process.pid), signal.SIGINT)
+        time.sleep(0.5)
+        assert client.poll() is None
         client.send_signal(signal.SIGINT)
-        assert client.wait(timeout=30) == 130
-        assert client.stderr.read().endswith("[served]")
+        assert client.wait(timeout=30) == -signal.SIGINT
+        assert "KeyboardInterrupt" in client.stderr.read()
     finally:
         client.kill()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError):
+                pass
+    return found
+
+
+def test_the_clients_umask_and_output_encoding_hold(sqlite_harness: Harness, site, warm) -> None:
+    sqlite_harness.write_product_contract("shop", {"p1": site.url("/p/1")})
+    warm()
+    contracts = ["--contracts-dir", str(sqlite_harness.contracts_dir)]
+    served = subprocess.run([sys.executable, "-c", CLIENT, *contracts, "run", "shop", "--idempotency-key", "u"],
+                            cwd=REPO, env={**os.environ}, capture_output=True, timeout=120,
+                            preexec_fn=lambda: os.umask(0o077))
+    assert served.stderr.endswith(b"[served]") and served.returncode == 0
+    [run] = _runs(sqlite_harness.instance, "u")
+    [event_log] = list(Path(os.environ["DAGSTER_HOME"]).rglob(f"{run.run_id}.db"))
+    assert event_log.stat().st_mode & 0o077 == 0  # written by the served child under the client's umask
+
+    latin = subprocess.run([sys.executable, "-c", CLIENT, *contracts, "run", "café", "--idempotency-key", "e"],
+                           cwd=REPO, env={**os.environ, "PYTHONIOENCODING": "latin-1"}, capture_output=True,
+                           timeout=120)
+    assert latin.stderr.endswith(b"[served]")
+    assert b"no valid contract named 'caf\xe9'" in latin.stderr

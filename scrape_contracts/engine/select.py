@@ -163,7 +163,11 @@ def select_nodes(root: parsel.Selector, selector: str, budget: SelectorBudget | 
     ``parsel.Selector`` cost as much as evaluating them."""
     if budget is not None:
         budget.check(selector)
-    result = _evaluator(compile_selector(selector))(root.root)
+    xpath = compile_selector(selector)
+    try:
+        result = _evaluator(xpath)(root.root)
+    except etree.XPathEvalError as exc:  # parsel's words, which callers and messages expect
+        raise ValueError(f"XPath error: {exc} in {xpath}") from None
     return result if isinstance(result, list) else [result]
 
 

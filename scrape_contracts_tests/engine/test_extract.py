@@ -72,3 +72,22 @@ def test_parse_value(text: str, kind: str, expected: object) -> None:
 def test_parse_value_refuses(text: str, kind: str) -> None:
     with pytest.raises(ValueParseError):
         parse_value(text, kind)
+
+
+def test_select_texts_reads_nodes_as_parsel_did_and_names_the_selector_of_a_failing_xpath() -> None:
+    """``select_texts`` evaluates the cached compiled XPath (not parsel's per-call compile): the same texts for
+    elements, text and attribute nodes, numbers and comments, and parsel's ValueError for an evaluation error."""
+    import pytest
+
+    from scrape_contracts.engine.select import node_text, parse_html, select_texts
+
+    html = ('<div class="p"><h1> Dune <b>II</b> </h1><!-- note --><a href="/x">link</a>'
+            '<script>var x = 1;</script><p>one</p><p>two</p></div>')
+    root = parse_html(html)
+    for selector in ("//h1/text()", "//a/@href", "(count(//p))", "//comment()", "//div", "//p"):
+        assert select_texts(root, selector) == [node_text(n) for n in root.xpath(selector)], selector
+    for selector in (".p h1", ".p", "p"):
+        assert select_texts(root, selector) == [node_text(n) for n in root.css(selector)], selector
+    assert select_texts(root, "//h1") == ["Dune II"] and select_texts(root, "(count(//p))") == ["2.0"]
+    with pytest.raises(ValueError, match=r"XPath error: .* in \(//p\[foo\(\)\]\)"):
+        select_texts(root, "(//p[foo()])")

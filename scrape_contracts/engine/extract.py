@@ -18,7 +18,7 @@ from price_parser import Price
 
 from scrape_contracts.engine.dates import DateParseError, parse_date, parse_datetime
 from scrape_contracts.engine.limits import DEFAULT_LIMITS, LimitExceeded, Limits
-from scrape_contracts.engine.select import SelectorBudget, parse_html, select_texts
+from scrape_contracts.engine.select import SelectorBudget, SharedSteps, parse_html, select_texts
 from scrape_contracts.engine.urls import UrlParseError, page_base, parse_url
 
 
@@ -148,21 +148,23 @@ def parse_value(text: str, field_type: str, pattern: str | None = None,
 
 def extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: str | None = None, *,
                   limits: Limits = DEFAULT_LIMITS, budget: SelectorBudget | None = None,
-                  base_url: str | None = None) -> tuple[Any, str | None, FieldProblem | None]:
+                  base_url: str | None = None, shared: SharedSteps | None = None
+                  ) -> tuple[Any, str | None, FieldProblem | None]:
     """(value, raw text, problem) for one field; ``selector`` overrides the spec's (healed selectors);
-    links resolve against ``base_url`` (the page's own URL or ``<base href>``)."""
+    links resolve against ``base_url`` (the page's own URL or ``<base href>``); ``shared``: the first steps
+    the record's selectors have in common, run once on this page."""
     selector = selector or spec.selector
     try:
         return _extract_field(root, name, spec, selector, limits,
-                              budget or SelectorBudget(root, limits.selector_max_cost), base_url)
+                              budget or SelectorBudget(root, limits.selector_max_cost), base_url, shared)
     except LimitExceeded as exc:
         return None, None, FieldProblem(name, "limit_exceeded", str(exc))
 
 
 def _extract_field(root: parsel.Selector, name: str, spec: FieldLike, selector: str, limits: Limits,
-                   budget: SelectorBudget, base_url: str | None
+                   budget: SelectorBudget, base_url: str | None, shared: SharedSteps | None
                    ) -> tuple[Any, str | None, FieldProblem | None]:
-    texts = [t for t in select_texts(root, selector, budget) if t != ""]
+    texts = [t for t in select_texts(root, selector, budget, shared) if t != ""]
     if not texts:
         return None, None, FieldProblem(name, "no_match", f"selector {selector!r} matched nothing", 0)
     if len(set(texts)) > 1:
@@ -188,12 +190,14 @@ def extract_record(html: str | parsel.Selector, fields: Mapping[str, FieldLike],
     root = parse_html(html) if isinstance(html, str) else html
     base_url = base_of(root, page_url) if any(f.type == "url" for f in fields.values()) else page_url
     budget = SelectorBudget(root, limits.selector_max_cost)  # measures the page once, for every field
+    chosen = {name: (selectors or {}).get(name) or spec.selector for name, spec in fields.items()}
+    shared = SharedSteps(root, chosen.values())
     record: dict[str, Any] = {}
     raw: dict[str, str | None] = {}
     problems: list[FieldProblem] = []
     for name, spec in fields.items():
-        value, text, problem = extract_field(root, name, spec, (selectors or {}).get(name), limits=limits,
-                                             budget=budget, base_url=base_url)
+        value, text, problem = extract_field(root, name, spec, chosen[name], limits=limits,
+                                             budget=budget, base_url=base_url, shared=shared)
         record[name], raw[name] = value, text
         if problem is not None:
             problems.append(problem)

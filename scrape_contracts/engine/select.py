@@ -8,6 +8,8 @@ through this module, so the contract loader, the extractor and the healer agree 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
 import parsel
@@ -157,18 +159,80 @@ def select(root: parsel.Selector, selector: str, budget: SelectorBudget | None =
     return root.xpath(compile_selector(selector))
 
 
-def select_nodes(root: parsel.Selector, selector: str, budget: SelectorBudget | None = None) -> list:
+def select_nodes(root: parsel.Selector, selector: str, budget: SelectorBudget | None = None,
+                 shared: SharedSteps | None = None) -> list:
     """``select`` without parsel's wrapping: the lxml elements, strings or number the selector yields.
     The healer tries hundreds of selectors per page, and wrapping every element they match in a
-    ``parsel.Selector`` cost as much as evaluating them."""
+    ``parsel.Selector`` cost as much as evaluating them. ``shared``: first steps already run on this page."""
     if budget is not None:
         budget.check(selector)
     xpath = compile_selector(selector)
-    try:
-        result = _evaluator(xpath)(root.root)
-    except etree.XPathEvalError as exc:  # parsel's words, which callers and messages expect
-        raise ValueError(f"XPath error: {exc} in {xpath}") from None
+    result = shared.evaluate(xpath) if shared is not None else None
+    if result is None:
+        try:
+            result = _evaluator(xpath)(root.root)
+        except etree.XPathEvalError as exc:  # parsel's words, which callers and messages expect
+            raise ValueError(f"XPath error: {exc} in {xpath}") from None
     return result if isinstance(result, list) else [result]
+
+
+class SharedSteps:
+    """The first step that several selectors of one page's extraction begin with, run once for all of them.
+
+    CSS selectors scoped to one part of a page (``.product-main h1``, ``.product-main [itemprop=sku]``) each
+    begin by testing every element of the page for the scope; on the throughput benchmark's pages that scan
+    was 1.56 of the 1.66 ms its 7 fields took. When the shared first step finds exactly one element, a
+    selector's other steps run from that element, which is what the whole path computes (a location path
+    ``A/B`` is ``B`` from each node ``A`` finds); otherwise the whole path runs, as without this.
+    """
+
+    def __init__(self, root: parsel.Selector, selectors: Iterable[str]) -> None:
+        self._element = root.root
+        firsts = Counter(split[0] for split in (_split_first(x) for x in _xpaths(selectors)) if split)
+        self._shared = {step for step, count in firsts.items() if count > 1}
+        self._found: dict[str, etree._Element | None] = {}
+
+    def evaluate(self, xpath: str) -> list | None:
+        """What ``xpath`` yields on the page, or None: not one this can answer (run the whole path)."""
+        split = _split_first(xpath)
+        if split is None or split[0] not in self._shared:
+            return None
+        first, rest = split
+        if first not in self._found:
+            self._found[first] = self._one_element(first)
+        element = self._found[first]
+        if element is None:
+            return None
+        try:
+            return _evaluator(rest)(element)
+        except etree.XPathError:
+            return None  # the whole path raises it where it always did
+
+    def _one_element(self, step: str) -> etree._Element | None:
+        try:
+            found = _evaluator(step)(self._element)
+        except etree.XPathError:
+            return None  # the whole path raises it where it always did
+        if isinstance(found, list) and len(found) == 1 and isinstance(found[0], etree._Element):
+            return found[0]
+        return None
+
+
+def _xpaths(selectors: Iterable[str]) -> Iterator[str]:
+    for selector in selectors:
+        try:
+            yield compile_selector(selector)
+        except SelectorError:
+            continue  # raised when that field's selector runs, as before
+
+
+@lru_cache(maxsize=4096)
+def _split_first(xpath: str) -> tuple[str, str] | None:
+    """(first step, the other steps as a path from the node it found) of a plain location path, or None."""
+    steps = split_steps(xpath)
+    if not steps or len(steps) < 2:
+        return None
+    return steps[0], "." + "".join(steps[1:])
 
 
 @lru_cache(maxsize=4096)
@@ -218,10 +282,11 @@ def _visible_text(element) -> list[str]:
     return parts
 
 
-def select_texts(root: parsel.Selector, selector: str, budget: SelectorBudget | None = None) -> list[str]:
+def select_texts(root: parsel.Selector, selector: str, budget: SelectorBudget | None = None,
+                 shared: SharedSteps | None = None) -> list[str]:
     """The text of every node ``selector`` matches, as ``node_text`` reads it.
 
     Through the compiled, cached evaluator and without parsel's wrapping: parsel compiles the XPath on every
     call, which was a third of a batch worker's time on a first sweep (py-spy, 7 fields per page)."""
     return [element_text(n) if hasattr(n, "tag") else normalise_space(str(n))
-            for n in select_nodes(root, selector, budget)]
+            for n in select_nodes(root, selector, budget, shared)]

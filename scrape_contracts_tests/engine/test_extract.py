@@ -91,3 +91,56 @@ def test_select_texts_reads_nodes_as_parsel_did_and_names_the_selector_of_a_fail
     assert select_texts(root, "//h1") == ["Dune II"] and select_texts(root, "(count(//p))") == ["2.0"]
     with pytest.raises(ValueError, match=r"XPath error: .* in \(//p\[foo\(\)\]\)"):
         select_texts(root, "(//p[foo()])")
+
+
+# selectors beginning with the same step, answered from the one element that step finds (SharedSteps)
+SCOPED = """<html><body><p class="sku">SKU-OUTSIDE</p>
+<div class="main" id="m"><h1 class="t">Title</h1><p class="sku">SKU-1</p><p class="sku">SKU-1</p>
+<a href="/x" class="link">x</a><ul><li>a</li><li>b</li><li>c</li></ul><span class="price">$5</span></div>
+<div class="side"><span class="price">$9</span></div><div class="side"><span class="price">$8</span></div>
+</body></html>"""
+SCOPED_SELECTORS = [
+    ".main h1.t", ".main .sku", ".main a::attr(href)", ".main a::text", ".main li:nth-child(2)", ".main li",
+    ".main > ul > li + li", ".main .nothing", ".side .price", ".side span", "#m .price", "#m h1",
+    "//div[@id='m']//li[last()]", "//div[@id='m']/ul/li/ancestor::div", "//div[@id='m']//li[2]/preceding-sibling::li",
+    "//div[@class='side']/span", "//div[@id='m']//li | //h1", "(//div[@id='m']//li)[1]", "//nowhere/p",
+    "//div[@id='m']/count(li)",
+]
+
+
+def test_shared_first_steps_select_what_the_whole_path_selects() -> None:
+    from scrape_contracts.engine.select import SharedSteps, parse_html, select_texts
+
+    root = parse_html(SCOPED)
+    shared = SharedSteps(root, SCOPED_SELECTORS)
+    for selector in SCOPED_SELECTORS:
+        try:
+            alone = select_texts(root, selector)
+        except Exception as exc:  # noqa: BLE001 (the same failure either way)
+            with pytest.raises(type(exc)):
+                select_texts(root, selector, shared=shared)
+            continue
+        assert select_texts(root, selector, shared=shared) == alone, selector
+
+
+def test_a_shared_step_is_used_only_when_it_finds_one_element() -> None:
+    from scrape_contracts.engine.select import SharedSteps, compile_selector, parse_html
+
+    root = parse_html(SCOPED)
+    shared = SharedSteps(root, [".main h1.t", ".main .sku", ".side .price", ".side span", "#m h1"])
+    # one .main: answered from it; two .side: the whole path runs; #m's step begins no other selector
+    assert shared.evaluate(compile_selector(".main .sku")) is not None
+    assert shared.evaluate(compile_selector(".side .price")) is None
+    assert shared.evaluate(compile_selector("#m h1")) is None
+
+
+def test_extract_record_is_the_same_with_shared_steps() -> None:
+    specs = fields(title={"selector": ".main h1.t"}, sku={"selector": ".main .sku"},
+                   price={"selector": ".main .price", "type": "price"}, side={"selector": ".side .price"},
+                   link={"selector": ".main a::attr(href)", "type": "url"}, missing={"selector": ".main .nothing"})
+    together = extract_record(SCOPED, specs, page_url="https://shop.example/p/1")
+    # one field at a time: no selector shares a first step with another
+    alone = [extract_record(SCOPED, {n: s}, page_url="https://shop.example/p/1") for n, s in specs.items()]
+    assert together.record == {n: e.record[n] for e, n in zip(alone, specs)}
+    assert together.problems == tuple(p for e in alone for p in e.problems)
+    assert together.record["sku"] == "SKU-1" and together.record["link"] == "https://shop.example/x"

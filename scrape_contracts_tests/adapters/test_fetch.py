@@ -727,6 +727,18 @@ def test_secret_headers_never_appear_in_page(site: FixtureSite, make_fetcher) ->
     assert_no_secret(repr(page), repr(page.headers), repr(page.attempts))
 
 
+def test_cookies_a_site_sets_are_sent_back_to_it(site: FixtureSite, make_fetcher) -> None:
+    site.set_handler("/login", lambda _r: Response(200, b"<p>in</p>", {"Set-Cookie": "session=abc123; Path=/"}))
+    site.set_handler("/plain", lambda _r: Response(200, b"<p>plain</p>"))
+    site.set_handler("/whoami", lambda r: Response(200, f"<p>{r.headers.get('cookie')}</p>".encode()))
+    fetcher = make_fetcher()
+
+    assert fetcher.fetch(site.url("/whoami")).html == "<p>None</p>"
+    fetcher.fetch(site.url("/login"))
+    fetcher.fetch(site.url("/plain"))  # sets none: the session stays
+    assert fetcher.fetch(site.url("/whoami")).html == "<p>session=abc123</p>"
+
+
 def test_secret_headers_never_appear_in_logs(
     site: FixtureSite, make_fetcher, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -239,3 +239,47 @@ def test_pool_reports_connection_errors_as_httpx_does() -> None:
             assert pool.connections == 0
 
     asyncio.run(main())
+
+
+def test_pool_never_reuses_a_connection_the_server_closed() -> None:
+    # a server that answers one request per connection, then closes it without saying so (no
+    # "Connection: close"): the idle connection looks reusable, and only its readable socket (the FIN)
+    # tells the pool it is gone
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
+
+    async def main() -> list[str]:
+        client, pool = pooled_client(2)
+        async with client:
+            texts = []
+            for _ in range(3):
+                texts.append((await client.get(url)).text)
+                await asyncio.sleep(0.05)  # the server's close arrives
+            return texts
+
+    try:
+        assert asyncio.run(main()) == ["ok", "ok", "ok"]
+    finally:
+        listener.close()
+    assert len(accepted) == 3

@@ -92,12 +92,40 @@ def _play(scenario: str, url: str, spec: dict[str, Any], worker: int, barrier: B
                 outcome = _attempt(lambda: store.accept(item["newer"], run_id=run_id).version)
             else:
                 outcome = ("idle", None)
+        elif scenario == "record_chunks":
+            outcome = _attempt(lambda: _record_chunk(store, item, worker, run_id))
         elif scenario == "open_fresh":
             outcome = _attempt(lambda: ProjectStore(item).url)
         else:
             raise ValueError(f"unknown scenario {scenario!r}")
         outcomes.append(outcome)
     return outcomes
+
+
+def chunk_plan(worker: int, k: int) -> str:
+    """What ``worker`` does to target k in a ``record_chunks`` race: reject, fail (a fetch), or unchanged."""
+    return ("reject", "fail", "unchanged")[(k + worker) % 3]
+
+
+def _record_chunk(store: Any, item: dict[str, Any], worker: int, run_id: str) -> list[str]:
+    """A batch's commit of one chunk (candidates, then the fetch failures) over targets other workers share."""
+    from scrape_contracts.adapters.store import CandidateAction, NewCandidate
+
+    contract, count = item["contract"], item["targets"]
+    order = list(range(count) if worker % 2 else reversed(range(count)))  # the store must not rely on it
+    chunk = []
+    for k in order:
+        plan = chunk_plan(worker, k)
+        if plan == "fail":
+            continue
+        chunk.append(NewCandidate(
+            contract=contract, partition=f"t{k}", run_id=run_id, url=f"http://127.0.0.1/t{k}", record={"k": k},
+            outcome="rejected" if plan == "reject" else "unchanged", details={}, page_sha256=None,
+            selector_version=1, action=CandidateAction.REJECT if plan == "reject" else CandidateAction.UNCHANGED,
+            reason=f"rejected by w{worker}", validators={"etag": f"w{worker}-t{k}"} if plan == "unchanged" else None))
+    recorded = store.record_candidates(chunk)
+    store.record_failures(contract, [(f"t{k}", f"down for w{worker}") for k in order if chunk_plan(worker, k) == "fail"])
+    return [row.status for row in recorded]
 
 
 def _heal_one_field(store: Any, contract_name: str, fields: int, worker: int, run_id: str) -> Outcome:

@@ -31,6 +31,7 @@ import sqlalchemy as sa
 
 from scrape_contracts import read_accepted
 from scrape_contracts.adapters import store as store_module
+from scrape_contracts.adapters.schema import partition_state
 from scrape_contracts.adapters.store import ProjectStore, accepted, candidates, reviews
 from scrape_contracts.contract.loader import load_contracts
 from scrape_contracts.engine.extract import extract_record
@@ -304,6 +305,38 @@ class _StoreRaces:
             assert store.candidate(plan[i]["newer"]).status == "accepted"
             assert store.pending_review("shop", f"overlap{i}") is None
             assert not store.state("shop", f"overlap{i}").paused, store.state("shop", f"overlap{i}")
+
+
+    def test_overlapping_chunks_count_every_failure_once(self, store_url: str, crew_holder: Any) -> None:
+        """Batches committing chunks over the same targets (half of them new): the partition locks keep every
+        failure streak's read-modify-write whole, and no two chunks deadlock."""
+        store = ProjectStore(store_url)
+        targets = 40
+        plan = [{"contract": f"chunks{i}", "targets": targets} for i in range(ITERATIONS)]
+        for item in plan:
+            for k in range(0, targets, 2):  # the others are first seen by the racing chunks
+                store.update_state(item["contract"], f"t{k}", heal_attempts=0)
+        outcomes = race(self.mode, "record_chunks", store_url, {"iterations": plan}, crew_holder)
+        outbox = store.outbox()
+        for i, column in enumerate(by_iteration(outcomes)):
+            assert all(kind == "ok" for kind, _ in column), column
+            contract = plan[i]["contract"]
+            states = store.states(contract)
+            assert sorted(states) == sorted(f"t{k}" for k in range(targets))
+            counts = dict(rows(store, sa.select(partition_state.c.partition, partition_state.c.failure_count)
+                               .where(partition_state.c.contract == contract)))
+            events = [row for row in outbox.after(0, limit=100_000) if row.contract == contract]
+            for k in range(targets):
+                plans = [_worker.chunk_plan(w, k) for w in range(self.workers)]
+                failures = plans.count("reject") + plans.count("fail")
+                state = states[f"t{k}"]
+                assert counts[f"t{k}"] == failures, (k, plans, counts[f"t{k}"])
+                # each failure its own event, numbered 1..n: a lost update would number two alike
+                assert sorted(e.version for e in events if e.partition == f"t{k}" and e.kind == "failed") == \
+                    list(range(1, failures + 1)), (k, plans)
+                if "unchanged" in plans:
+                    assert state.etag in {f"w{w}-t{k}" for w, p in enumerate(plans) if p == "unchanged"}
+                    assert state.last_success_at is not None
 
 
 class TestStoreRacesInThreads(_StoreRaces):

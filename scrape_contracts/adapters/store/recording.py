@@ -17,7 +17,7 @@ from scrape_contracts.adapters.store.rows import (
 )
 from scrape_contracts.adapters.store.state import (
     REVIEW_PAUSE, _count_streaks, _lock_partition, _lock_partitions, _release_review_pause, _set_status,
-    _state_update, _update_state,
+    _update_state, _update_states,
 )
 from scrape_contracts.engine.outcome import Outcome
 
@@ -164,14 +164,14 @@ class CandidatesMixin(Connected):
                                                           "run_id": i.run_id})
                 for cid, i in accepted_now])
             self._supersede_reviews(conn, [i for _, i in accepted_now])
-            conn.execute(_state_update(("heal_attempts", "last_page_sha256", "etag", "last_modified")), [{
+            _update_states(conn, ("heal_attempts", "last_page_sha256", "etag", "last_modified"), [{
                 "c": i.contract, "p": i.partition, "heal_attempts": 0, "last_page_sha256": i.page_sha256,
                 "etag": (i.validators or {}).get("etag"), "last_modified": (i.validators or {}).get("last_modified"),
                 "updated_at": now} for _, i in accepted_now])
         retagged = [i for i in items if i.action == CandidateAction.UNCHANGED and i.validators]
         if retagged:
             # same data under new validators (a re-tagged page): remember them, so the next run gets a 304
-            conn.execute(_state_update(("etag", "last_modified")), [{
+            _update_states(conn, ("etag", "last_modified"), [{
                 "c": i.contract, "p": i.partition, "etag": i.validators.get("etag"),
                 "last_modified": i.validators.get("last_modified"), "updated_at": now} for i in retagged])
         _count_streaks(conn, failed=[(i.contract, i.partition, i.reason or "rejected") for i in items

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -134,17 +135,43 @@ def _lock_partition(conn: Connection, contract: str, partition: str) -> None:
 
 
 def _lock_partitions(conn: Connection, keys: set[tuple[str, str]]) -> None:
-    """Partition states exist for every key and, on PostgreSQL, are row-locked (in one order, no deadlock)."""
-    insert = (sa.dialects.postgresql.insert if conn.dialect.name == "postgresql" else sa.dialects.sqlite.insert)
-    conn.execute(insert(partition_state).on_conflict_do_nothing(), [
-        {"contract": c, "partition": p, "paused": False, "heal_attempts": 0, "updated_at": _now()}
-        for c, p in sorted(keys)])
-    if conn.dialect.name == "postgresql":
-        for contract in sorted({c for c, _ in keys}):
-            conn.execute(sa.select(partition_state.c.partition).where(
-                partition_state.c.contract == contract,
-                partition_state.c.partition.in_(sorted(p for c, p in keys if c == contract)),
-            ).order_by(partition_state.c.partition).with_for_update())
+    """Partition states exist for every key and, on PostgreSQL, are row-locked (in one order, no deadlock).
+
+    Missing states are inserted first, all in one order, then every state is locked, in the same order: a
+    new row is held by the transaction that inserted it, so the others wait for it in their inserts, before
+    they lock anything. (Locking the existing rows first and inserting the rest after deadlocks: a row
+    another transaction adds in between is missing for one and locked, as existing, by the other.) On
+    PostgreSQL the states that exist are looked up first (no lock) and only the missing ones inserted: after
+    a target's first scrape all of them exist, and inserting a chunk's hundred rows only to find them there
+    cost 6 ms of a chunk's commit against 1.5 ms for the look-up (an unchanged sweep, measured).
+    """
+    if conn.dialect.name != "postgresql":
+        # SQLite: the transaction's BEGIN IMMEDIATE holds the whole store
+        conn.execute(sa.dialects.sqlite.insert(partition_state).on_conflict_do_nothing(), _new_states(keys))
+        return
+    missing = keys - _existing(conn, keys)
+    if missing:
+        # a key another transaction has just inserted looks missing here too: this insert waits for it
+        conn.execute(sa.dialects.postgresql.insert(partition_state).on_conflict_do_nothing(), _new_states(missing))
+    _existing(conn, keys, lock=True)
+
+
+def _existing(conn: Connection, keys: set[tuple[str, str]], *, lock: bool = False) -> set[tuple[str, str]]:
+    """The keys whose partition states exist (committed); ``lock``: row-lock them, in one order."""
+    found = set()
+    for contract in sorted({c for c, _ in keys}):
+        query = sa.select(partition_state.c.partition).where(
+            partition_state.c.contract == contract,
+            partition_state.c.partition.in_(sorted(p for c, p in keys if c == contract)))
+        if lock:
+            query = query.order_by(partition_state.c.partition).with_for_update()
+        found.update((contract, p) for p in conn.execute(query).scalars())
+    return found
+
+
+def _new_states(keys: set[tuple[str, str]]) -> list[dict[str, Any]]:
+    return [{"contract": c, "partition": p, "paused": False, "heal_attempts": 0, "updated_at": _now()}
+            for c, p in sorted(keys)]
 
 
 def _ensure_state(conn: Connection, contract: str, partition: str) -> None:
@@ -175,11 +202,37 @@ def _release_review_pause(conn: Connection, contract: str, partition: str) -> No
         ).values(paused=False, pause_reason=None, updated_at=_now()))
 
 
-def _state_update(columns: Sequence[str]) -> Any:
-    """UPDATE of some columns of one partition state, for executemany with c, p and the columns as params."""
+def _update_states(conn: Connection, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    """Set ``columns`` (and ``updated_at``) of many partition states: ``rows`` give c, p and the values.
+
+    PostgreSQL gets one UPDATE joined to the values as arrays (``unnest``): a statement of one shape,
+    compiled once; a chunk's hundred rows took 3 ms where a hundred UPDATEs in one round trip (psycopg2's
+    execute_batch) took 11 ms (measured on a 2-core machine), and an unchanged sweep sends two per chunk.
+    SQLite runs the rows one by one, in process (cheap). When a key repeats, the last row wins, as one by one.
+    """
+    if not rows:
+        return
+    names = ("c", "p", *columns, "updated_at")
+    if conn.dialect.name != "postgresql":
+        conn.execute(partition_state.update().where(
+            partition_state.c.contract == sa.bindparam("c"), partition_state.c.partition == sa.bindparam("p"),
+        ).values({name: sa.bindparam(name) for name in names[2:]}), rows)
+        return
+    last = list({(row["c"], row["p"]): row for row in rows}.values())
+    conn.execute(_unnest_update(tuple(columns)), {name: [row[name] for row in last] for name in names})
+
+
+@functools.cache
+def _unnest_update(columns: tuple[str, ...]) -> Any:
+    names = ("c", "p", *columns, "updated_at")
+    types = [partition_state.c.contract.type, partition_state.c.partition.type,
+             *(partition_state.c[name].type for name in names[2:])]
+    values = sa.func.unnest(*(sa.bindparam(name, type_=sa.dialects.postgresql.ARRAY(type_))
+                              for name, type_ in zip(names, types, strict=True))
+                            ).table_valued(*names).render_derived(name="v")
     return partition_state.update().where(
-        partition_state.c.contract == sa.bindparam("c"), partition_state.c.partition == sa.bindparam("p"),
-    ).values({name: sa.bindparam(name) for name in (*columns, "updated_at")})
+        partition_state.c.contract == values.c.c, partition_state.c.partition == values.c.p,
+    ).values({name: values.c[name] for name in names[2:]})
 
 
 def _update_state(conn: Connection, contract: str, partition: str, **values: Any) -> None:
@@ -224,10 +277,10 @@ def _count_streaks(conn: Connection, *, failed: Sequence[tuple[str, str, str]],
                                                                            "reason": reason[:500]}))
     if succeeded:
         now = _now()
-        conn.execute(_state_update(("last_success_at",)), [
-            {"c": c, "p": p, "last_success_at": now, "updated_at": now} for c, p in set(succeeded)])
+        _update_states(conn, ("last_success_at",), [
+            {"c": c, "p": p, "last_success_at": now, "updated_at": now} for c, p in sorted(set(succeeded))])
     if changed:
-        conn.execute(_state_update(("failure_streak", "failure_count")), [
+        _update_states(conn, ("failure_streak", "failure_count"), [
             {"c": c, "p": p, "failure_streak": streak, "failure_count": count, "updated_at": _now()}
             for (c, p), (streak, count) in changed.items()])
     for kind, items in events.items():

@@ -301,7 +301,6 @@ def serve(conn: socket.socket, refusal: Callable[[], str | None], prepare: Calla
         sys.argv = ["scrape-contracts", *request["argv"]]
         prepare()
         conn.sendall(b'{"served": true}\n')
-        conn.settimeout(_ACCEPT_TIMEOUT_S)
         if _read_exactly(conn, 3) != b"go\n":
             os._exit(1)
         conn.settimeout(None)

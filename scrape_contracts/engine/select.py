@@ -230,7 +230,7 @@ def _xpaths(selectors: Iterable[str]) -> Iterator[str]:
 def _split_first(xpath: str) -> tuple[str, str] | None:
     """(first step, the other steps as a path from the node it found) of a plain location path, or None."""
     steps = split_steps(xpath)
-    if not steps or len(steps) < 2:
+    if not steps or len(steps) < 2:  # None: not a plain location path
         return None
     return steps[0], "." + "".join(steps[1:])
 

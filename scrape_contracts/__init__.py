@@ -1,5 +1,5 @@
 """scrape_contracts: web-scraping contracts as partitioned Dagster assets."""
 
-from scrape_contracts.reader import read_accepted
+from scrape_contracts.service.accepted import read_accepted
 
 __all__ = ["read_accepted"]

@@ -35,11 +35,6 @@ def parse_workers() -> int:
     return _positive_int("SCRAPE_CONTRACTS_PARSE_WORKERS", os.cpu_count() or 1, allow_zero=True)
 
 
-def event_batch_size() -> int:
-    """Materialisations per event-log write in batched runs (Dagster's ``DAGSTER_EVENT_BATCH_SIZE``)."""
-    return _positive_int("DAGSTER_EVENT_BATCH_SIZE", 100)
-
-
 def engine_limits() -> Limits:
     """Bounds on regex, selector and heal work (``engine.limits``; README "Limits and safety")."""
     from scrape_contracts.engine.limits import SETTINGS, Limits

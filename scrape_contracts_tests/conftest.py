@@ -105,15 +105,13 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
         yield found
 
 
-# what `dagster.yaml` gives a laptop: Dagster's SQLite files through scrape_contracts/sqlite_instance.py
+# what the shipped configs give both profiles: Dagster's own classes only (the laptop's embedded SQLite under
+# the instance's folder, or PostgreSQL; the default run launcher)
+STOCK_LAUNCHER = {"module": "dagster", "class": "DefaultRunLauncher"}
+
+
 def sqlite_overrides(home: Path) -> dict:
-    return {"storage": {"custom": {"module": "scrape_contracts.sqlite_instance", "class": "ScrapeSqliteStorage",
-                                   "config": {"base_dir": str(home)}}},
-            "run_launcher": WARM_LAUNCHER}
-
-
-# what both profiles launch runs with: workers forked from a warm process (scrape_contracts/warm_launcher.py)
-WARM_LAUNCHER = {"module": "scrape_contracts.warm_launcher", "class": "WarmRunLauncher"}
+    return {"run_launcher": STOCK_LAUNCHER}
 
 
 def finished_run(instance: dg.DagsterInstance, run_id: str, timeout: float = 120) -> dg.DagsterRun:
@@ -150,7 +148,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
         return
     db_url = request.getfixturevalue("pg_database")
     monkeypatch.setenv("SCRAPE_CONTRACTS_DB_URL", db_url)
-    overrides = {"storage": {"postgres": {"postgres_url": db_url}}, "run_launcher": WARM_LAUNCHER}
+    overrides = {"storage": {"postgres": {"postgres_url": db_url}}, "run_launcher": STOCK_LAUNCHER}
     with dg.instance_for_test(temp_dir=str(home), overrides=overrides) as instance:
         yield Backend("postgres", instance, db_url, home)
 

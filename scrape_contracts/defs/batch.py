@@ -11,11 +11,9 @@ PostgreSQL, measured on 1.13.27), so the events are designed per batch, not per 
 - checks that failed on a partition's previous candidate and pass now: a passing evaluation, so the UI
   does not keep showing a failure that is over.
 
-Materialisations go to the event log in blocks (one multi-row insert per block on PostgreSQL).
 """
 
 
-import os
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -122,23 +120,6 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
     return [], others
 
 
-def _materialisation_events(context: dg.OpExecutionContext, materialisations: list[dg.AssetMaterialization]
-                            ) -> Iterator[Any]:
-    """Materialisations as one event-log batch when this Dagster supports it, one by one otherwise."""
-    try:
-        # private in 1.13 (pinned): the same path Dagster takes for a partition range's outputs, which
-        # PostgreSQL storage writes as one multi-row insert; SQLite writes them one by one either way
-        from dagster._core.events import DagsterEvent, DagsterEventBatchMetadata, generate_event_batch_id
-    except ImportError:  # pragma: no cover - a newer Dagster moved it: fall back to plain events
-        yield from materialisations
-        return
-    step = context.get_step_execution_context()
-    batch_id = generate_event_batch_id()
-    last = len(materialisations) - 1
-    for i, materialisation in enumerate(materialisations):
-        yield DagsterEvent.asset_materialization(step, materialisation, DagsterEventBatchMetadata(batch_id, i == last))
-
-
 # Dagster's console logger prints every event at DEBUG into the step's captured output: a fifth of a batched
 # run's time, measured with py-spy (2,000 materialisations). The event log stores every event either way; the
 # console keeps the run's own INFO lines (progress per chunk) and warnings. Dagster uses a job's loggers only
@@ -170,8 +151,6 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
                 skipped.append({"partition": key, "reason": f"{name} has no target {key!r}"})
             else:
                 targets.append(BatchTarget(key, urls[key]))
-        # the event log takes materialisations in blocks of this size (see _materialisation_events)
-        os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(settings.event_batch_size()))
         runner = BatchRunner(
             loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
             force=config.force or context.run.tags.get(FORCE_TAG) == "true", reextract=config.reextract,
@@ -193,7 +172,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
                     unchanged.append(outcome.partition)
                 if outcome.failure is not None:
                     failures.append({"partition": outcome.partition, "reason": outcome.failure.message})
-            yield from _materialisation_events(context, materialisations)
+            yield from materialisations
             stats = runner.stats
             # each line is an event in the run's log (10 ms or so): one a second says as much as one a chunk
             if time.monotonic() - last_progress >= _PROGRESS_EVERY_S or stats.total == len(targets):

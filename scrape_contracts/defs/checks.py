@@ -11,7 +11,6 @@ import warnings
 from typing import Any
 
 import dagster as dg
-from dagster._utils.warnings import PreviewWarning
 
 from scrape_contracts.adapters.store import Candidate
 from scrape_contracts.contract.loader import LoadedContract
@@ -119,11 +118,6 @@ def aimed_at_latest(instance: dg.DagsterInstance, events: list[Any]) -> list[Any
     materialisation, and "Missing" otherwise; an evaluation logged outside a check step (a rejected candidate
     is not materialised, a batched run, a reviewer's accept) targets none unless it says so.
     """
-    # private in 1.13 (pinned): the pointer a check step fills in for its own evaluations
-    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
-        AssetCheckEvaluationTargetMaterializationData as Target,
-    )
-
     targets: dict[tuple[dg.AssetKey, str | None], Any] = {}
     aimed = []
     for event in events:
@@ -135,8 +129,7 @@ def aimed_at_latest(instance: dg.DagsterInstance, events: list[Any]) -> list[Any
             records = instance.fetch_materializations(dg.AssetRecordsFilter(
                 asset_key=event.asset_key, asset_partitions=[event.partition] if event.partition else None),
                 limit=1).records
-            targets[where] = Target(storage_id=records[0].storage_id, run_id=records[0].run_id,
-                                    timestamp=records[0].timestamp) if records else None
+            targets[where] = materialization_pointer(records[0]) if records else None
         aimed.append(dg.AssetCheckEvaluation(
             asset_key=event.asset_key, check_name=event.check_name, passed=event.passed, metadata=event.metadata,
             target_materialization_data=targets[where], severity=event.severity, description=event.description,
@@ -168,7 +161,7 @@ def build_contract_checks(loaded: LoadedContract) -> list[dg.AssetChecksDefiniti
     for check in contract_check_names(loaded):
         with warnings.catch_warnings():
             # partitioned asset checks are a preview feature in dagster 1.13; we depend on them on purpose
-            warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec", category=PreviewWarning)
+            warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec", category=dg.PreviewWarning)
             checks.append(dg.asset_check(
                 asset=candidate_key(contract.name), name=check, description=_description(check), blocking=True,
                 partitions_def=partitions_def,
@@ -189,3 +182,15 @@ def _check_fn(contract: str, check: str) -> Any:
         return result
 
     return evaluate
+
+
+def materialization_pointer(record: dg.EventLogRecord) -> Any:
+    """What ``AssetCheckEvaluation.target_materialization_data`` takes, for the materialisation ``record``.
+
+    Dagster exports the evaluation but not the pointer's class; it is built from its stored form (the
+    serialisation Dagster keeps in every instance's event log, so it stays readable across releases) with the
+    public ``deserialize_value``.
+    """
+    return dg.deserialize_value(json.dumps({
+        "__class__": "AssetCheckEvaluationTargetMaterializationData", "storage_id": record.storage_id,
+        "run_id": record.run_id, "timestamp": record.timestamp}))

@@ -24,7 +24,6 @@ import warnings
 from collections.abc import Callable, Sequence
 
 import dagster as dg
-from dagster._utils.warnings import PreviewWarning
 
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract, LoadResult
@@ -99,17 +98,15 @@ def verdicts(instance: dg.DagsterInstance, store: ProjectStore, loaded: LoadedCo
 def changed_evaluations(instance: dg.DagsterInstance, store: ProjectStore, loaded: LoadedContract,
                         now: dt.datetime) -> list[dg.AssetCheckEvaluation]:
     """Evaluations of the targets whose verdict differs from the one the UI shows (or shows none)."""
-    # private in 1.13 (pinned): per partition, the latest evaluation and whether it aims at the latest data
-    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus as Status
-
     name = loaded.contract.name
     check = dg.AssetCheckKey(accepted_key(name), FRESHNESS_CHECK)
     shown = {info.partition_key: info for info in instance.event_log_storage.get_asset_check_partition_info([check])}
     changed = []
     for key, verdict in verdicts(instance, store, loaded, now).items():
         info = shown.get(key)
-        status = Status.SUCCEEDED if verdict.fresh else Status.FAILED
-        if info is not None and info.is_current and info.latest_execution_status == status:
+        # the status enum is not exported; its values are its stored names
+        status = "SUCCEEDED" if verdict.fresh else "FAILED"
+        if info is not None and info.is_current and getattr(info.latest_execution_status, "value", None) == status:
             continue
         changed.append(_evaluation(name, key, verdict))
     return changed
@@ -130,7 +127,7 @@ def build_freshness_check(loaded: LoadedContract) -> dg.AssetChecksDefinition | 
 
     with warnings.catch_warnings():
         # partitioned asset checks are a preview feature in dagster 1.13; we depend on them on purpose
-        warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec", category=PreviewWarning)
+        warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec", category=dg.PreviewWarning)
         return dg.asset_check(
             asset=accepted_key(contract.name), name=FRESHNESS_CHECK, blocking=False,
             partitions_def=partitions_for(contract),

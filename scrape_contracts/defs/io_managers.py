@@ -15,7 +15,7 @@ import dagster as dg
 from scrape_contracts.adapters.store import Candidate
 from scrape_contracts.defs.resources import ProjectStoreResource
 from scrape_contracts.engine.lists import is_set
-from scrape_contracts.reader import accepted_frame
+from scrape_contracts.service.accepted import accepted_frame
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -16,7 +16,7 @@ from scrape_contracts.contract.schedule import Canary, Schedule
 from scrape_contracts.defs.batch import BATCH_TAG, batch_job_name
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ProjectStoreResource
-from scrape_contracts.launch import chunks
+from scrape_contracts.defs.launching import chunks
 
 
 def schedule_name(contract: str) -> str:

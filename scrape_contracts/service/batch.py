@@ -37,7 +37,6 @@ from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.service import gate, scrape
 from scrape_contracts.service.breaker import HostBreaker
-from scrape_contracts.service.prefork import take_preforked
 from scrape_contracts.service.records import (
     FetchFailure, Previous, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
 )
@@ -288,6 +287,18 @@ class _Worker:
 
 
 # ---- the runner: the run's own process ------------------------------------------------------------------
+def worker_context() -> Any:
+    """Parse workers start from the standard library's forkserver, which has imported this module once.
+
+    Not fork: the run's process has threads (Dagster's), and a forked child would inherit their locks
+    mid-flight. Not spawn: each worker would import this package again (about 0.6 s before its first page).
+    The forkserver is a single-threaded process that imported it already, so a worker is one fork of it.
+    """
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
 class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
@@ -316,13 +327,9 @@ class BatchRunner:
         # never more workers than requests allowed per host: each worker gets a whole share of the politeness
         count = max(1, min(self.settings.parse_workers, self.settings.per_host, len(targets) or 1))
         in_threads = self.settings.parse_workers <= 0
-        preforked = None if in_threads else take_preforked(count)
-        # spawn, not fork: the run's process has threads (Dagster's), and a forked child would inherit their
-        # locks mid-flight (workers forked before those threads started are the exception: prefork_workers)
-        ctx = None if in_threads else multiprocessing.get_context("spawn")
-        results: Any = queue.Queue() if in_threads else preforked.results if preforked else ctx.Queue()
-        self._controls = (preforked.controls[:count] if preforked else
-                          [queue.Queue() if in_threads else ctx.Queue() for _ in range(count)])
+        ctx = None if in_threads else worker_context()
+        results: Any = queue.Queue() if in_threads else ctx.Queue()
+        self._controls = [queue.Queue() if in_threads else ctx.Queue() for _ in range(count)]
         per_host = max(1, self.settings.per_host // count)
         connections = max(1, self.settings.max_connections // count)
         workers = []
@@ -335,10 +342,6 @@ class BatchRunner:
                            self._selectors, per_host, connections, self.force,
                            {t.partition: pages[t.partition] for t in mine if t.partition in pages}
                            if pages is not None else None, earlier)
-            if preforked is not None:
-                preforked.shares[index].send(share)
-                workers.append(preforked.processes[index])
-                continue
             args = (share, results, self._controls[index])
             worker = (threading.Thread(target=_worker_main, args=args, daemon=True) if in_threads
                       else ctx.Process(target=_worker_main, args=args, daemon=True))

@@ -339,7 +339,7 @@ def test_a_304_with_no_accepted_version_to_reuse_is_a_fetch_error(
 def test_an_unconditional_304_fails_the_first_scrape_clearly_on_both_paths(
     sqlite_harness: Harness, site: FixtureSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from scrape_contracts.events import read_trail
+    from scrape_contracts.defs.history import read_trail
     from scrape_contracts_tests.defs.test_batch import run_batch
 
     monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "0")

@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 from dagster_graphql.test.utils import materialize_assets
 
-from scrape_contracts import launch, settings
+from scrape_contracts.defs import launching as launch, settings
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.cli import main
 from scrape_contracts.defs import build_definitions

@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 
 from scrape_contracts.defs.batch import batch_job_name
-from scrape_contracts.events import read_trail
+from scrape_contracts.defs.history import read_trail
 from scrape_contracts_tests.conftest import Harness, product_page
 from scrape_contracts_tests.fixture_site import Response
 
@@ -268,7 +268,7 @@ def test_a_host_that_is_down_is_not_asked_for_every_target(sqlite_harness: Harne
     import socket
     import threading
 
-    from scrape_contracts.events import batch_summaries
+    from scrape_contracts.defs.history import batch_summaries
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -312,7 +312,7 @@ def test_a_host_that_is_down_is_not_asked_for_every_target(sqlite_harness: Harne
 def test_a_short_outage_of_the_host_costs_a_probe_not_the_rest_of_the_batch(sqlite_harness: Harness, site) -> None:
     """The site answers 503 for its first two seconds, then recovers: the targets that waited for the probe
     are scraped, none is written off as host_down."""
-    from scrape_contracts.events import batch_summaries
+    from scrape_contracts.defs.history import batch_summaries
 
     started: list[float] = []
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from scrape_contracts.engine.rendering import BROWSER_HINT
-from scrape_contracts.events import read_trail
+from scrape_contracts.defs.history import read_trail
 from scrape_contracts_tests.browser_site import DEAL, EXAMPLE_CONTRACT, SHOP, require_chromium, serve_deal
 from scrape_contracts_tests.conftest import Harness, failed_checks, failure_text
 from scrape_contracts_tests.defs.test_batch import run_batch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scrape_contracts.events import read_trail
+from scrape_contracts.defs.history import read_trail
 from scrape_contracts_tests.conftest import Harness, product_page
 from scrape_contracts_tests.defs.test_batch import run_batch
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scrape_contracts.events import read_trail
+from scrape_contracts.defs.history import read_trail
 from scrape_contracts_tests.conftest import Harness, failed_checks, materialized_keys, product_page
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from scrape_contracts.events import read_trail
+from scrape_contracts.defs.history import read_trail
 from scrape_contracts_tests.conftest import Harness, failed_checks, product_page
 
 

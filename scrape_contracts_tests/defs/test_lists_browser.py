@@ -11,7 +11,7 @@ import yaml
 
 from scrape_contracts.engine.lists import set_records
 from scrape_contracts.engine.rendering import BROWSER_HINT
-from scrape_contracts.reader import read_accepted
+from scrape_contracts.service.accepted import read_accepted
 from scrape_contracts_tests.browser_site import REPO, SHOP, require_chromium
 from scrape_contracts_tests.conftest import Harness, failed_checks, failure_text
 from scrape_contracts_tests.defs.test_fetch_e2e import stage_metadata

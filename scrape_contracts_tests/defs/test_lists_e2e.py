@@ -8,8 +8,8 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from scrape_contracts.events import read_trail
-from scrape_contracts.reader import read_accepted
+from scrape_contracts.defs.history import read_trail
+from scrape_contracts.service.accepted import read_accepted
 from scrape_contracts.testing.reviews import Review, listing_pages, reviews
 from scrape_contracts_tests.conftest import Harness, failed_checks, materialized_keys
 from scrape_contracts_tests.defs.test_batch import run_batch

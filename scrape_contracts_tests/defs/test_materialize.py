@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from scrape_contracts import read_accepted
-from scrape_contracts.reader import AcceptedDataError
+from scrape_contracts.service.accepted import AcceptedDataError
 from scrape_contracts.cli import main
 from scrape_contracts.contract.loader import load_contracts
 from scrape_contracts.defs.assets import build_contract_assets

@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from scrape_contracts.cli import main
-from scrape_contracts.launch import idempotent_run_id
+from scrape_contracts.defs.launching import idempotent_run_id
 from scrape_contracts.queue import ScrapeRunCoordinator
 from scrape_contracts_tests.conftest import clean_env, finished_run
 from scrape_contracts_tests.readme import bash_blocks, project_folder
@@ -150,7 +150,7 @@ def test_one_batch_of_every_target_lists_none_in_its_config(tmp_path: Path) -> N
     carry their keys."""
     import dataclasses
 
-    from scrape_contracts import launch
+    from scrape_contracts.defs import launching as launch
     from scrape_contracts.contract.loader import load_contracts
 
     (tmp_path / "shop.yaml").write_text(

@@ -7,7 +7,7 @@ import json
 import dagster as dg
 
 from scrape_contracts.cli import main
-from scrape_contracts.events import read_trail
+from scrape_contracts.defs.history import read_trail
 from scrape_contracts_tests.conftest import (
     Harness, failed_checks, failure_text, materialized_keys, product_page,
 )

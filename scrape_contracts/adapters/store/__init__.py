@@ -23,7 +23,7 @@ from scrape_contracts.adapters.schema import (
     AcceptSource, CandidateStatus, Decision, SelectorSource, accepted, candidates, metadata, reviews,
 )
 from scrape_contracts.adapters.store.recording import CandidatesMixin
-from scrape_contracts.adapters.store.engines import _engines, new_engine, schema_state, upgrade_schema
+from scrape_contracts.adapters.store.engines import _engines, new_engine, schema_state, shown_url, upgrade_schema
 from scrape_contracts.adapters.store.errors import (
     AlreadyAccepted, NothingToReview, SelectorConflict, StaleCandidate, StoreError, StoreNotFound, StoreTooNew,
     Superseded,
@@ -70,5 +70,6 @@ __all__ = [
     "CandidateStatus", "Decision", "NewCandidate", "NothingToReview", "OperationalError", "PartitionState",
     "ProjectStore", "RecordedCandidate", "Review", "SelectorConflict", "SelectorSource", "SelectorVersion",
     "StaleCandidate", "StoreError", "StoreNotFound", "StoreTooNew", "Superseded", "accepted", "candidates",
-    "carried_over", "existing_store", "metadata", "new_engine", "reviews", "schema_state", "upgrade_schema",
+    "carried_over", "existing_store", "metadata", "new_engine", "reviews", "schema_state", "shown_url",
+    "upgrade_schema",
 ]

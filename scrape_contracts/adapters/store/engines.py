@@ -26,7 +26,7 @@ def _engine_for(url: str) -> Engine:
         if engine is None:
             engine = new_engine(url)
             try:
-                migrations.ensure_current(engine, _shown(url))
+                migrations.ensure_current(engine, shown_url(url))
             except migrations.NewerSchema as exc:
                 engine.dispose()
                 raise StoreTooNew(str(exc)) from None
@@ -70,7 +70,7 @@ def upgrade_schema(url: str) -> tuple[str | None, str]:
     """Bring the store's schema to the newest revision now: (revision before, after); see ``migrations``."""
     engine = new_engine(url)
     try:
-        return migrations.upgrade(engine, _shown(url))
+        return migrations.upgrade(engine, shown_url(url))
     except migrations.NewerSchema as exc:
         raise StoreTooNew(str(exc)) from None
     finally:
@@ -86,7 +86,8 @@ def schema_state(url: str) -> migrations.SchemaState:
         engine.dispose()
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
+    """The URL as it may be printed: the password hidden."""
     return sa.engine.make_url(url).render_as_string(hide_password=True)
 
 

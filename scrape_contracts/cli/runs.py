@@ -1,0 +1,223 @@
+"""``scrape-contracts targets add|list``, ``run`` and ``reextract``: what is scraped, launched as runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from scrape_contracts.cli import common
+from scrape_contracts.contract.targets import without_userinfo
+
+
+def register(sub: Any) -> None:
+    targets = sub.add_parser("targets", help="targets (partitions) of a contract").add_subparsers(
+        dest="targets_command", required=True)
+    p = targets.add_parser("add", help="add target URLs to a dynamic contract")
+    p.add_argument("contract")
+    p.add_argument("urls", nargs="+")
+    p.set_defaults(func=cmd_targets_add)
+    p = targets.add_parser("list", help="list a contract's targets and partition keys")
+    p.add_argument("contract")
+    p.set_defaults(func=cmd_targets_list)
+    for name in ("run", "reextract"):
+        reextract = name == "reextract"
+        p = sub.add_parser(name, help=(
+            "extract, validate, heal and gate each target's last fetched page again, without fetching (after a "
+            "contract edit), as batched runs" if reextract else
+            "scrape a contract's targets as runs of the instance, idempotently"))
+        p.add_argument("contract")
+        p.add_argument("--partition", default=None,
+                       help="one target, as one run (default: every target that is not paused, as batched runs "
+                            "of the contract's batch_size)")
+        p.add_argument("--idempotency-key", default=None,
+                       help="the same key again starts nothing and prints the existing runs (default: a new key, "
+                            "printed so the command can be repeated)")
+        p.add_argument("--queue", action="store_true",
+                       help="hand the runs to the instance's run queue (`dagster job launch`; a dagster-daemon "
+                            "starts them with the instance's run launcher) instead of running them here")
+        p.add_argument("--workspace", type=common.workspace_file,
+                       default=str(common.REPO_ROOT / "workspace.yaml"),
+                       help="with --queue: the workspace the daemon loads the runs' code from")
+        p.add_argument("--wait", action="store_true",
+                       help="with --queue: wait for the runs to finish and print the summary (runs started "
+                            "here always end before the command does)")
+        p.add_argument("--timeout", type=_timeout, default=60.0, metavar="SECONDS",
+                       help="with --queue --wait: give up (exit 1) when the runs are still queued after this long "
+                            "and no dagster-daemon is running to start them (default 60)")
+        if reextract:
+            p.set_defaults(func=cmd_run, reextract=True, force=False)
+        else:
+            p.add_argument("--force", action="store_true",
+                           help="fetch every page again without validators and extract it even when it did not "
+                                "change")
+            p.set_defaults(func=cmd_run, reextract=False)
+
+
+def cmd_targets_add(args: argparse.Namespace) -> int:
+    from scrape_contracts.defs.targets import add_targets
+
+    loaded = common.contract(args, args.contract)
+    instance = common.instance()
+    try:
+        added = add_targets(loaded, args.urls, instance, common.store())
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for key, url in added.items():
+        print(f"added  {key}  {url}")
+    print(f"{len(added)} new target(s) for {args.contract!r}")
+    return 0
+
+
+def cmd_targets_list(args: argparse.Namespace) -> int:
+    from scrape_contracts.service.accepted import AcceptedDataError
+
+    loaded = common.contract(args, args.contract)
+    contract = loaded.contract
+    try:
+        store = common.store(existing=True)
+    except AcceptedDataError:
+        if contract.is_dynamic:  # its targets live in the store
+            raise
+        store = None  # nothing scraped yet: the YAML's targets, none paused
+    if contract.is_dynamic:
+        targets = store.list_targets(contract.name)
+    else:
+        targets = {t.partition_key: t.url for t in contract.static_targets}
+    paused = store.paused_partitions(contract.name) if store is not None else {}
+    for key, url in targets.items():
+        note = f"  [paused: {paused[key]}]" if key in paused else ""
+        # stores written before target URLs with credentials were refused may still hold some
+        print(f"{key}  {without_userinfo(url)}{note}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import uuid
+    import warnings
+
+    import dagster as dg
+
+    from scrape_contracts.defs import launching
+    from scrape_contracts.defs.partitions import partitions_for
+
+    loaded = common.contract(args, args.contract)
+    contract = loaded.contract
+    instance = common.instance()
+    if args.contracts_dir:
+        # the runs (here, or the daemon's code server for --queue) read the contracts from here
+        os.environ["SCRAPE_CONTRACTS_DIR"] = str(Path(args.contracts_dir).resolve())
+    keys: list[str] = []
+    if args.partition:
+        known = partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
+        if args.partition not in known:
+            raise common.CliError(f"{contract.name!r} has no target {args.partition!r}; "
+                                  f"see `scrape-contracts targets list {contract.name}`", 2)
+    else:
+        paused = common.store().paused_partitions(contract.name)
+        all_keys = partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
+        keys = [k for k in all_keys if k not in paused]
+        for key in sorted(set(all_keys) & set(paused)):
+            print(f"{contract.name}/{key}: skipped, paused ({paused[key]})")
+        if not keys:
+            print(f"nothing to scrape: {contract.name!r} has no target that is not paused")
+            return 0
+    key = args.idempotency_key
+    if key is None:
+        key = uuid.uuid4().hex[:16]
+        print(f"idempotency key {key} (the same command with --idempotency-key {key} starts nothing twice)",
+              flush=True)
+
+    def report(spec: launching.RunSpec, run: dg.DagsterRun, started_now: bool) -> None:
+        if not started_now:
+            print(f"{spec.label}: already started with this key: run {run.run_id} ({run.status.value})")
+        elif args.queue:
+            print(f"{spec.label}: queued run {run.run_id} ({run.status.value})")
+        else:
+            print(f"{spec.label}: run {run.run_id} {run.status.value.lower()}", flush=True)
+
+    specs = launching.run_specs(loaded, keys, idempotency_key=key, partition=args.partition,
+                                force=args.force, reextract=args.reextract, all_targets=not args.partition)
+    if not args.queue:
+        from scrape_contracts.defs import build_definitions
+
+        runs = launching.execute(build_definitions(args.contracts_dir), instance, specs, report)
+        return _print_summary(contract.name, runs)
+    try:
+        with warnings.catch_warnings():
+            # Dagster warns with the whole stack trace of a location that fails to load, then raises
+            warnings.filterwarnings("ignore", message="Error loading repository location",
+                                    category=UserWarning)
+            runs = launching.queue(instance, args.workspace, specs, report)
+    except launching.LaunchError as exc:
+        raise common.CliError(f"cannot queue the runs with the code location of {args.workspace}: {exc}") from None
+    if any(r.status == dg.DagsterRunStatus.QUEUED for r in runs) and not launching.daemon_running(instance):
+        print(_DAEMON_HINT + (f"; waiting up to {args.timeout:g}s for one" if args.wait else ""), flush=True)
+    if not args.wait:
+        return 0
+    try:
+        finished = launching.wait(instance, [r.run_id for r in runs], give_up_after=args.timeout)
+    except launching.NoDaemon as exc:
+        raise common.CliError(f"{exc}: start one with the same DAGSTER_HOME "
+                              "(`dagster-daemon run -w workspace.yaml`, or `scrape-contracts dev`), then run this "
+                              "command again with the same --idempotency-key to wait for the same runs") from None
+    return _print_summary(contract.name, finished)
+
+
+_DAEMON_HINT = ("note: runs are queued and no dagster-daemon is running to start them: run `dagster-daemon run` "
+                "(or `scrape-contracts dev`) with the same DAGSTER_HOME")
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
+
+
+def _print_summary(contract: str, runs: list) -> int:
+    from collections import Counter
+
+    import dagster as dg
+
+    store = common.store()
+    outcomes: Counter[str] = Counter()
+    failures = []
+    for run in runs:
+        for candidate in store.candidates_of_run(run.run_id):
+            outcomes[candidate.status if candidate.status != "pending" else candidate.outcome] += 1
+            if candidate.status in ("rejected", "quarantined"):
+                reasons = "; ".join(v["message"] for v in (candidate.details or {}).get("violations", []))
+                failures.append(f"{candidate.partition}: {candidate.status}: {reasons}")
+    events = _batch_summaries(contract, [r.run_id for r in runs])
+    for summary in events:
+        for failure in summary.get("failures", []):
+            outcomes["failed"] += 1
+            failures.append(f"{failure['partition']}: fetch failed: {failure['reason']}")
+    records = [common.instance().get_run_record_by_id(r.run_id) for r in runs]
+    starts = [r.start_time for r in records if r and r.start_time]
+    ends = [r.end_time for r in records if r and r.end_time]
+    total = sum(outcomes.values())
+    seconds = (max(ends) - min(starts)) if starts and ends else 0.0
+    rate = f", {total / seconds:.1f} targets/s over {seconds:.1f}s of runs" if seconds > 0 else ""
+    print(f"{contract}: {total} target(s){rate}: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
+    for line in failures[:50]:
+        print(f"  {line}")
+    if len(failures) > 50:
+        print(f"  ... and {len(failures) - 50} more (see `scrape-contracts events {contract}`)")
+    bad = [r for r in runs if r.status != dg.DagsterRunStatus.SUCCESS]
+    for run in bad:
+        print(f"run {run.run_id} ended {run.status.value}: see it in the Dagster UI (Runs) for the failed step")
+    return 1 if bad else 0
+
+
+def _batch_summaries(contract: str, run_ids: list[str]) -> list[dict]:
+    from scrape_contracts.defs.history import batch_summaries
+
+    return batch_summaries(common.instance(), contract, run_ids)

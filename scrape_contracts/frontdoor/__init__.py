@@ -1,9 +1,0 @@
-"""The front door for services and agents: tokens, the operations the REST API and MCP server share, audit.
-
-``FrontDoor`` (ops.py) is the one place both doors call; ``api.py`` and ``mcp_server.py`` only translate.
-"""
-
-from scrape_contracts.frontdoor.ops import FrontDoor, Refusal, Refused
-from scrape_contracts.frontdoor.tokens import Principal, TokenError, TokenStore
-
-__all__ = ["FrontDoor", "Principal", "Refusal", "Refused", "TokenError", "TokenStore"]

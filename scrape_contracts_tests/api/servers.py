@@ -1,0 +1,78 @@
+"""Real servers for the front door's tests: ``scrape-contracts serve`` as its own process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "scrape-contracts"), "--contracts-dir", str(REPO / "contracts"), *args],
+                          env=env or dict(os.environ), capture_output=True, text=True, timeout=120)
+
+
+def tokens():  # -> TokenStore of the store DAGSTER_HOME / SCRAPE_CONTRACTS_DB_URL point at
+    from scrape_contracts import settings
+    from scrape_contracts.adapters.store import ProjectStore
+    from scrape_contracts.api.tokens import TokenStore
+
+    return TokenStore(ProjectStore(settings.db_url()).engine)
+
+
+def new_token(owner: str, scope: str) -> str:
+    """A token made in this process (test_tokens.py runs the CLI; here it would cost a process start)."""
+    return tokens().create(owner, scope)[1]
+
+
+class ApiServer:
+    """``scrape-contracts serve`` on a free port, with the current environment (DAGSTER_HOME); stopped by PID."""
+
+    def __init__(self, home: Path, contracts_dir: Path = REPO / "contracts") -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = home / f"api-{self.port}.log"
+        self.contracts_dir = contracts_dir
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> ApiServer:
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [str(BIN / "scrape-contracts"), "--contracts-dir", str(self.contracts_dir), "serve",
+                 "--port", str(self.port)], stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log.read_text()
+            try:
+                if httpx.get(f"{self.url}/health/live", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError(f"the API did not start: {self.log.read_text()}")
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.process is not None
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60)

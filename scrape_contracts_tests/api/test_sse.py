@@ -1,0 +1,140 @@
+"""Server-Sent Events: resumable with Last-Event-ID on another API process, no gaps or repeats under writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from scrape_contracts_tests.api.servers import ApiServer, new_token
+
+WRITER = textwrap.dedent("""
+    import sys, dagster as dg
+    from scrape_contracts.defs.assets import candidate_key
+    with dg.DagsterInstance.get() as instance:
+        for i in range(int(sys.argv[1])):
+            instance.report_runless_asset_event(dg.AssetObservation(
+                asset_key=candidate_key("books"), partition="dune", metadata={"stage": "probe", "n": i}))
+""")
+
+
+def _events(lines: Iterator[str], count: int) -> list[dict]:
+    found = []
+    event_id = None
+    for line in lines:
+        if line.startswith("id: "):
+            event_id = line[4:]
+        elif line.startswith("data: ") and event_id is not None:
+            data = json.loads(line[6:])
+            assert data["id"] == event_id
+            found.append(data)
+            event_id = None
+            if len(found) == count:
+                return found
+    raise AssertionError(f"the stream ended after {len(found)} of {count} events")
+
+
+def _all_events(client: httpx.Client) -> list[dict]:
+    events, after = [], None
+    while True:
+        page = client.get("/events", params={"contract": "books", "limit": 50, **({"after": after} if after else {})}
+                          ).json()
+        if not page["events"]:
+            return events
+        events += page["events"]
+        after = page["next"]
+
+
+def test_reconnect_with_last_event_id_to_a_second_process_gets_exactly_the_rest(demo_home: Path) -> None:
+    token = new_token("data-team@example.com", "read")
+    writes = 40
+    with ApiServer(demo_home) as first, ApiServer(demo_home) as second:
+        with first.client(token) as client:
+            before = _all_events(client)
+        # another process commits events the whole time both streams are read
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(writes)], env=dict(os.environ))
+        try:
+            with first.client(token) as client, client.stream("GET", "/events/stream",
+                                                              params={"contract": "books"}) as stream:
+                head = _events(stream.iter_lines(), 3)
+            with second.client(token) as client, client.stream(
+                    "GET", "/events/stream", params={"contract": "books"},
+                    headers={"Last-Event-ID": head[-1]["id"]}) as stream:
+                rest = _events(stream.iter_lines(), len(before) + writes - 3)
+        finally:
+            assert writer.wait(timeout=120) == 0
+        with second.client(token) as client:
+            expected = _all_events(client)
+    assert [e["id"] for e in head] == [e["id"] for e in expected[:3]]
+    assert [e["id"] for e in head + rest] == [e["id"] for e in expected]
+    assert head + rest == expected
+    probes = [e["metadata"]["n"] for e in rest if e["stage"] == "probe"]
+    assert probes == list(range(writes))
+
+
+def test_revoked_token_ends_an_open_stream(demo_home: Path) -> None:
+    from scrape_contracts_tests.api.servers import tokens
+
+    token = new_token("data-team@example.com", "read")
+    with ApiServer(demo_home) as api, api.client(token) as client, client.stream(
+            "GET", "/events/stream", params={"contract": "books", "after": "999999999"}) as stream:
+        tokens().revoke(token)
+        lines = [line for line in stream.iter_lines() if line and not line.startswith(("retry:", ":"))]
+    assert lines[0] == "event: end" and "revoked" in lines[1] and token not in lines[1]
+
+
+def test_cursor_stops_below_an_uncommitted_event_id_on_postgres(pg_database: str, tmp_path: Path) -> None:
+    """PostgreSQL hands out ids before commit: a reader must not pass an id a transaction still holds."""
+    from scrape_contracts.defs.assets import candidate_key
+    from scrape_contracts.api.trail import Cursor, HighWater, read_events
+
+    overrides = {"storage": {"postgres": {"postgres_url": pg_database}}}
+    with dg.instance_for_test(temp_dir=str(tmp_path), overrides=overrides) as instance:
+        def observe(n: int) -> None:
+            instance.report_runless_asset_event(dg.AssetObservation(
+                asset_key=candidate_key("books"), partition="dune", metadata={"stage": "probe", "n": n}))
+
+        observe(0)
+        water = HighWater(instance)  # an API process observes the sequence at each poll
+        assert water.mark(wait_s=5) >= 1
+        engine = sa.create_engine(pg_database)
+        held = engine.connect()
+        transaction = held.begin()
+        # a writer that has its id but has not committed (what a slow INSERT of an event looks like)
+        held.execute(sa.text("SELECT pg_current_xact_id()"))
+        held_id = held.execute(sa.text("SELECT nextval('event_logs_id_seq')")).scalar()
+        observe(1)  # committed, with a higher id than the held one
+        try:
+            mark = water.mark(wait_s=0.3)
+            assert mark < held_id
+            events, cursor = read_events(instance, ["books"], Cursor(0), 100, mark)
+            assert [e.metadata["n"] for e in events] == [0] and cursor.storage_id < held_id
+        finally:
+            transaction.rollback()
+            held.close()
+            engine.dispose()
+        mark = water.mark(wait_s=5)
+        assert mark > held_id
+        events, _ = read_events(instance, ["books"], cursor, 100, mark)
+        assert [e.metadata["n"] for e in events] == [1]
+    # SQLite needs no mark: ids become visible in commit order
+
+
+@pytest.mark.parametrize("text", ["12-x", "-1", "1e5", "12-3-4", "", "9" * 19])
+def test_bad_cursors_are_refused(text: str) -> None:
+    from scrape_contracts.api.trail import Cursor
+
+    if text == "":
+        assert Cursor.parse(text) == Cursor(0)
+        return
+    with pytest.raises(ValueError, match="not an event cursor"):
+        Cursor.parse(text)

@@ -231,7 +231,7 @@ def partitions_worker(spec: dict[str, Any]) -> dict[str, Any]:
     import dagster as dg
 
     from scrape_contracts.defs import build_definitions
-    from scrape_contracts.defs.jobs import scrape_job_name
+    from scrape_contracts.defs.names import scrape_job_name
 
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     warnings.filterwarnings("ignore", category=dg.BetaWarning)

@@ -252,7 +252,7 @@ class Harness:
         return build_definitions(self.contracts_dir, resources=resources or None)
 
     def run(self, contract: str, partition: str, defs: dg.Definitions | None = None) -> dg.ExecuteInProcessResult:
-        from scrape_contracts.defs.jobs import scrape_job_name
+        from scrape_contracts.defs.names import scrape_job_name
 
         job = (defs or self.definitions()).resolve_job_def(scrape_job_name(contract))
         return job.execute_in_process(partition_key=partition, instance=self.instance, raise_on_error=False)

@@ -38,7 +38,7 @@ def _partition_keys(defs: dg.Definitions, job_name: str, instance: dg.DagsterIns
 def run_demo(home: Path) -> int:
     from scrape_contracts import settings
     from scrape_contracts.adapters.store import ProjectStore
-    from scrape_contracts.defs.jobs import scrape_job_name
+    from scrape_contracts.defs.names import scrape_job_name
     from scrape_contracts.defs.targets import add_targets, read_targets_file
 
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)

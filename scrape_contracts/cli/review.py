@@ -84,7 +84,8 @@ def _require_target(loaded, partition: str, instance, store) -> None:
 def cmd_resume(args: argparse.Namespace) -> int:
     import dagster as dg
 
-    from scrape_contracts.defs.assets import candidate_key, target_state_observation
+    from scrape_contracts.defs.assets import target_state_observation
+    from scrape_contracts.defs.names import candidate_key
 
     loaded = common.contract(args, args.contract)
     store = common.store(existing=True)
@@ -107,7 +108,8 @@ def cmd_pause(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from scrape_contracts.adapters.store import StoreError
-    from scrape_contracts.defs.assets import candidate_key, target_state_observation
+    from scrape_contracts.defs.assets import target_state_observation
+    from scrape_contracts.defs.names import candidate_key
     from scrape_contracts.service import targets
 
     loaded = common.contract(args, args.contract)

@@ -13,7 +13,7 @@ from scrape_contracts.defs.assets import build_contract_assets
 from scrape_contracts.defs.batch import build_batch_job
 from scrape_contracts.defs.checks import build_contract_checks
 from scrape_contracts.defs.jobs import build_scrape_job
-from scrape_contracts.defs.resources import default_resources
+from scrape_contracts.defs.io_managers import default_resources
 
 log = logging.getLogger("scrape_contracts")
 # Definitions copies every sensor that targets a job (activation_sensor, contracts_load_sensor) passing

@@ -12,6 +12,7 @@ from scrape_contracts.adapters.store import Candidate, StoreError
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.model import Contract
 from scrape_contracts.defs.metadata import bounded
+from scrape_contracts.defs.names import accepted_key, candidate_key, review_command
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.engine.lists import RECORD_KEY, set_records
@@ -22,17 +23,10 @@ from scrape_contracts.service.records import (
 from scrape_contracts.service.scrape import target_url
 
 
-def candidate_key(contract: str) -> dg.AssetKey:
-    return dg.AssetKey(["scrape", contract, "candidate"])
 
 
-def accepted_key(contract: str) -> dg.AssetKey:
-    return dg.AssetKey(["scrape", contract])
 
 
-def _jsonable(value: Any) -> Any:
-    # long strings (a 10 MB field value, a message quoting it) are cut: see defs/metadata.py
-    return bounded(value)
 
 
 def emitter(context: dg.OpExecutionContext, contract: str) -> Emit:
@@ -41,12 +35,12 @@ def emitter(context: dg.OpExecutionContext, contract: str) -> Emit:
     partition = context.partition_key
 
     def emit(stage: Stage, data: dict[str, Any]) -> None:
-        metadata = {"stage": stage.value, **{k: _jsonable(v) for k, v in data.items()}}
+        metadata = {"stage": stage.value, **{k: bounded(v) for k, v in data.items()}}
         if stage == Stage.HEALING:
             metadata.update(selector_change_metadata({"healed": True, "results": data.get("results") or {}}))
         context.log_event(dg.AssetObservation(asset_key=key, partition=partition, metadata=metadata,
                                               description=stage_description(stage.value, data)))
-        context.log.info(f"{stage.value}: {json.dumps(_jsonable(data))[:500]}")
+        context.log.info(f"{stage.value}: {json.dumps(bounded(data))[:500]}")
 
     return emit
 
@@ -73,14 +67,6 @@ def target_state_observation(contract: str, partition: str, pause_reason: str | 
         description=f"paused: {pause_reason}" if pause_reason else "resumed: scraped again by schedules and batches")
 
 
-class TransientFetchError(Exception):
-    pass
-
-
-# the fetcher already retries 429/5xx within a request; this covers a flaky network or worker
-FETCH_RETRY_POLICY = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL)
-
-
 @dataclass(frozen=True)
 class ContractAssets:
     candidate: dg.AssetsDefinition
@@ -95,7 +81,9 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
     partitions_def = partitions_for(contract)
     op_tags = {"scrape_contracts/contract": name}
 
-    @dg.op(name=f"{name}_fetch", tags=op_tags, retry_policy=FETCH_RETRY_POLICY)
+    # no RetryPolicy: the fetcher retries within the contract's fetch.retries and one fetch.deadline_s, and a
+    # Dagster retry on top would multiply both (a slow page took three deadlines)
+    @dg.op(name=f"{name}_fetch", tags=op_tags)
     def fetch(context: dg.OpExecutionContext, store: ProjectStoreResource, artifacts: ArtifactStoreResource,
               fetcher: FetchResource) -> Fetched:
         """Fetch the target page (conditional request when validators are known)."""
@@ -120,9 +108,6 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
             emitter(context, name)(Stage.FETCH_FAILED, {
                 "url": redact_url(url), "error": str(exc), "kind": exc.kind,
                 "attempts": [dict(a) for a in exc.attempts]})
-            if exc.transient and context.retry_number < FETCH_RETRY_POLICY.max_retries:
-                raise TransientFetchError(str(exc)) from None
-            # last attempt (or not worth retrying): fail with the real reason, not "exceeded max_retries"
             project_store.record_failures(name, [(partition, str(exc))])
             raise dg.Failure(description=str(exc), allow_retries=False, metadata={
                 "url": redact_url(url), "kind": exc.kind, "transient": exc.transient}) from None
@@ -177,7 +162,11 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
                 context.log_event(evaluation)
             emit(Stage.REJECTED, {"candidate_id": recorded.candidate_id,
                                   "reasons": [v["message"] for v in violations]})
-            return
+            # a rejected candidate fails its run as a quarantined one does (run-failure alerts fire for both);
+            # the last accepted version stays
+            raise dg.Failure(description=f"rejected {name}/{result.partition}: "
+                                         + "; ".join(v["message"] for v in violations)[:500],
+                             allow_retries=False, metadata={"candidate_id": recorded.candidate_id})
         yield dg.Output(recorded, metadata=candidate_metadata(result, recorded))
 
     @dg.graph_asset(
@@ -229,13 +218,8 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
     return ContractAssets(candidate, accepted)
 
 
-REVIEW_HINT = "accept or reject with review_job or `scrape-contracts review accept|reject C TARGET`"
 
 
-def review_command(contract: str, partition: str) -> str:
-    """What a reviewer runs for this target (the same decision is review_job in the Launchpad)."""
-    return (f"scrape-contracts review accept|reject {contract} {partition} --reviewer NAME --reason WHY "
-            "(or review_job in the Launchpad)")
 
 
 def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, Any]:
@@ -245,10 +229,10 @@ def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, An
         "candidate_id": recorded.candidate_id,
         "url": result.url,
         # a list target's set can be long: its first records here, every one in the project store
-        "record" if result.summary is None else "records": dg.MetadataValue.json(_jsonable(
+        "record" if result.summary is None else "records": dg.MetadataValue.json(bounded(
             result.record if result.summary is None else set_records(result.record)[:20])),
-        "violations": dg.MetadataValue.json(_jsonable([v.as_dict() for v in result.violations])),
-        "changes": dg.MetadataValue.json(_jsonable([c.as_dict() for c in result.stored_changes()[:50]])),
+        "violations": dg.MetadataValue.json(bounded([v.as_dict() for v in result.violations])),
+        "changes": dg.MetadataValue.json(bounded([c.as_dict() for c in result.stored_changes()[:50]])),
         "selector_version": result.selector_version or 0,
         "page_sha256": result.page_sha256 or "",
         "healed": result.heal.healed,
@@ -306,11 +290,11 @@ def accepted_metadata(*, outcome: str, candidate_id: int, url: str, record: dict
         "version": version or 0, "new_version": new_version,
         "dagster/row_count": rows,
         "record" if not list_contract else "records":
-            dg.MetadataValue.json(_jsonable(set_records(record)[:20] if list_contract else record)),
+            dg.MetadataValue.json(bounded(set_records(record)[:20] if list_contract else record)),
         **selector_change_metadata(heal),
     }
     if stages is not None:
-        metadata["stages"] = dg.MetadataValue.json(_jsonable(stages))
+        metadata["stages"] = dg.MetadataValue.json(bounded(stages))
     if paused:
         metadata["paused"] = paused
     return metadata

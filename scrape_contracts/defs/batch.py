@@ -24,10 +24,9 @@ from pydantic import Field
 from scrape_contracts import settings
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.adapters.store import REVIEW_PAUSE
-from scrape_contracts.defs.assets import (
-    _jsonable, accepted_key, accepted_metadata, candidate_key, review_command, stage_description,
-    target_state_observation,
-)
+from scrape_contracts.defs.assets import accepted_metadata, stage_description, target_state_observation
+from scrape_contracts.defs.names import FORCE_TAG, accepted_key, batch_job_name, candidate_key, review_command
+from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.checks import aimed_at_latest, check_metadata, contract_check_names
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
@@ -35,13 +34,8 @@ from scrape_contracts.service.batch import BatchRunner, BatchSettings, BatchTarg
 from scrape_contracts.service.records import Stage
 from scrape_contracts.service.scrape import target_urls
 
-BATCH_TAG = "scrape_contracts/batch"
-# "true" on a run: fetch every page again without validators and extract it, even when it did not change
-FORCE_TAG = "scrape_contracts/force"
 
 
-def batch_job_name(contract: str) -> str:
-    return f"scrape_{contract}_batch_job"
 
 
 class BatchConfig(dg.Config):
@@ -77,7 +71,7 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
     if outcome.failure is not None:
         return [], [dg.AssetObservation(asset_key=key, partition=partition, metadata={
             "stage": Stage.FETCH_FAILED.value, "error": outcome.failure.message, "kind": outcome.failure.kind,
-            "url": outcome.url, "stages": dg.MetadataValue.json(_jsonable(_story(outcome)))},
+            "url": outcome.url, "stages": dg.MetadataValue.json(bounded(_story(outcome)))},
             description=stage_description(Stage.FETCH_FAILED.value, {"error": outcome.failure.message}))]
     result, recorded = outcome.result, outcome.recorded
     assert result is not None and recorded is not None
@@ -111,8 +105,8 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
         metadata: dict[str, Any] = {
             "stage": stage,
             "outcome": result.outcome.value, "candidate_id": recorded.candidate_id,
-            "reasons": _jsonable([v.message for v in result.violations]),
-            "stages": dg.MetadataValue.json(_jsonable(_story(outcome)))}
+            "reasons": bounded([v.message for v in result.violations]),
+            "stages": dg.MetadataValue.json(bounded(_story(outcome)))}
         if recorded.status == "quarantined":
             metadata["review"] = review_command(name, partition)
         others.append(dg.AssetObservation(asset_key=key, partition=partition, metadata=metadata,

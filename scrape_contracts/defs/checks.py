@@ -14,7 +14,7 @@ import dagster as dg
 
 from scrape_contracts.adapters.store import Candidate
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.defs.assets import REVIEW_HINT, candidate_key, review_command
+from scrape_contracts.defs.names import REVIEW_HINT, candidate_key, review_command
 from scrape_contracts.defs.metadata import bounded, bounded_text
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.engine.set_checks import (

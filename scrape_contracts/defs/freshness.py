@@ -28,10 +28,11 @@ import dagster as dg
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract, LoadResult
 from scrape_contracts.contract.model import Contract
-from scrape_contracts.defs.assets import accepted_key
+from scrape_contracts.defs.names import accepted_key
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ProjectStoreResource
-from scrape_contracts.defs.schedules import canary_schedules, schedule_name
+from scrape_contracts.defs.schedules import canary_schedules
+from scrape_contracts.defs.names import schedule_name
 from scrape_contracts.engine.freshness import Cadence, Freshness, freshness
 
 FRESHNESS_CHECK = "refreshed_on_schedule"

@@ -15,7 +15,7 @@ from typing import Any
 
 import dagster as dg
 
-from scrape_contracts.defs.assets import accepted_key, candidate_key
+from scrape_contracts.defs.names import accepted_key, candidate_key
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,14 @@ a list contract's (``records:``) always as a DataFrame, one row per record.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
 from scrape_contracts.adapters.store import Candidate
-from scrape_contracts.defs.resources import ProjectStoreResource
+from scrape_contracts import settings
+from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.engine.lists import is_set
 from scrape_contracts.service.accepted import accepted_frame
 
@@ -65,3 +67,21 @@ class AcceptedIOManager(dg.ConfigurableIOManager):
             return dict(latest.record) if latest else None
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
         return accepted_frame(store.latest_accepted_all(contract, keys))
+
+
+def env_or(name: str, default: str) -> str | dg.EnvVar:
+    # EnvVar shows as "env var" in the UI and is resolved at launch; the default keeps a fresh clone working
+    return dg.EnvVar(name) if os.environ.get(name) else default
+
+
+def default_resources() -> dict[str, object]:
+    """The resources every contract's assets use, configured from the environment (settings.py)."""
+    store = ProjectStoreResource(db_url=env_or("SCRAPE_CONTRACTS_DB_URL", settings.db_url()))
+    return {
+        "store": store,
+        "artifacts": ArtifactStoreResource(root=env_or("SCRAPE_CONTRACTS_ARTIFACTS_DIR",
+                                                        str(settings.artifacts_dir()))),
+        "fetcher": FetchResource(fixture_root=os.environ.get("SCRAPE_CONTRACTS_FIXTURE_ROOT")),
+        "candidate_io_manager": CandidateIOManager(store=store),
+        "accepted_io_manager": AcceptedIOManager(store=store),
+    }

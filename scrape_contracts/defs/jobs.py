@@ -5,18 +5,11 @@ from __future__ import annotations
 import dagster as dg
 
 from scrape_contracts.contract.model import Contract
-from scrape_contracts.defs.assets import accepted_key, candidate_key
+from scrape_contracts.defs.names import CONTRACT_TAG, accepted_key, candidate_key, scrape_job_name
 
 
-# "<contract>/<target>": the production queue runs one run per value at a time (deploy/dagster.postgres.yaml)
-TARGET_TAG = "scrape_contracts/target"
-# the production queue runs at most 4 runs per value at a time; scrape_contracts.queue adds both tags to runs
-# launched without them (the asset graph's implicit job, backfills)
-CONTRACT_TAG = "scrape_contracts/contract"
 
 
-def scrape_job_name(contract: str) -> str:
-    return f"scrape_{contract}_job"
 
 
 def build_scrape_job(contract: Contract) -> dg.UnresolvedAssetJobDefinition:

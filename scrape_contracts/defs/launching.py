@@ -60,8 +60,8 @@ def run_specs(loaded: Any, keys: list[str], *, idempotency_key: str, partition: 
 
     The CLI and the API cut targets into runs this one way, so one key launches the same runs from either door.
     """
-    from scrape_contracts.defs.batch import BATCH_TAG, batch_job_name
-    from scrape_contracts.defs.jobs import TARGET_TAG, scrape_job_name
+    from scrape_contracts.defs.names import BATCH_TAG, batch_job_name
+    from scrape_contracts.defs.names import TARGET_TAG, scrape_job_name
 
     name = loaded.contract.name
     tags = {"scrape_contracts/idempotency_key": idempotency_key, "scrape_contracts/trigger": "cli",

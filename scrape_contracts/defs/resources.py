@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dagster as dg
 
-from scrape_contracts import settings
 from scrape_contracts.adapters.artifacts import ArtifactStore
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.fetch import FetchSettings
@@ -41,22 +39,3 @@ class FetchResource(dg.ConfigurableResource):
         if self.fixture_root and fetch.adapter == "fixture":
             return fetch.model_copy(update={"fixture_dir": str(Path(self.fixture_root).resolve())})
         return fetch
-
-
-def _env_or(name: str, default: str) -> str | dg.EnvVar:
-    # EnvVar shows as "env var" in the UI and is resolved at launch; the default keeps a fresh clone working
-    return dg.EnvVar(name) if os.environ.get(name) else default
-
-
-def default_resources() -> dict[str, object]:
-    from scrape_contracts.defs.io_managers import AcceptedIOManager, CandidateIOManager
-
-    store = ProjectStoreResource(db_url=_env_or("SCRAPE_CONTRACTS_DB_URL", settings.db_url()))
-    return {
-        "store": store,
-        "artifacts": ArtifactStoreResource(root=_env_or("SCRAPE_CONTRACTS_ARTIFACTS_DIR",
-                                                        str(settings.artifacts_dir()))),
-        "fetcher": FetchResource(fixture_root=os.environ.get("SCRAPE_CONTRACTS_FIXTURE_ROOT")),
-        "candidate_io_manager": CandidateIOManager(store=store),
-        "accepted_io_manager": AcceptedIOManager(store=store),
-    }

@@ -6,9 +6,8 @@ import dagster as dg
 
 from scrape_contracts.adapters.schema import OutboxKind
 from scrape_contracts.adapters.store import StoreError
-from scrape_contracts.defs.assets import (
-    accepted_key, candidate_key, review_command, target_state_observation,
-)
+from scrape_contracts.defs.assets import target_state_observation
+from scrape_contracts.defs.names import accepted_key, candidate_key, review_command
 from scrape_contracts.defs.checks import aimed_at_latest
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.resources import ProjectStoreResource

@@ -13,14 +13,12 @@ import dagster as dg
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.model import Contract
 from scrape_contracts.contract.schedule import Canary, Schedule
-from scrape_contracts.defs.batch import BATCH_TAG, batch_job_name
+from scrape_contracts.defs.names import BATCH_TAG, batch_job_name, schedule_name
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ProjectStoreResource
 from scrape_contracts.defs.launching import chunks
 
 
-def schedule_name(contract: str) -> str:
-    return f"scrape_{contract}_schedule"
 
 
 def build_schedule(loaded: LoadedContract) -> dg.ScheduleDefinition | None:

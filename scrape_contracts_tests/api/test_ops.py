@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from scrape_contracts.defs.assets import candidate_key
+from scrape_contracts.defs.names import candidate_key
 from scrape_contracts.api import FrontDoor
 from scrape_contracts_tests.conftest import Harness
 

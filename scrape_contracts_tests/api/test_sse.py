@@ -19,7 +19,7 @@ from scrape_contracts_tests.api.servers import ApiServer, new_token
 
 WRITER = textwrap.dedent("""
     import sys, dagster as dg
-    from scrape_contracts.defs.assets import candidate_key
+    from scrape_contracts.defs.names import candidate_key
     with dg.DagsterInstance.get() as instance:
         for i in range(int(sys.argv[1])):
             instance.report_runless_asset_event(dg.AssetObservation(
@@ -94,7 +94,7 @@ def test_revoked_token_ends_an_open_stream(demo_home: Path) -> None:
 
 def test_cursor_stops_below_an_uncommitted_event_id_on_postgres(pg_database: str, tmp_path: Path) -> None:
     """PostgreSQL hands out ids before commit: a reader must not pass an id a transaction still holds."""
-    from scrape_contracts.defs.assets import candidate_key
+    from scrape_contracts.defs.names import candidate_key
     from scrape_contracts.api.trail import Cursor, HighWater, read_events
 
     overrides = {"storage": {"postgres": {"postgres_url": pg_database}}}

@@ -192,7 +192,7 @@ def run_main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     from scrape_contracts.defs import build_definitions
-    from scrape_contracts.defs.jobs import scrape_job_name
+    from scrape_contracts.defs.names import scrape_job_name
 
     job = build_definitions(args.contracts_dir).resolve_job_def(scrape_job_name(args.contract))
     instance = dg.DagsterInstance.get()  # DAGSTER_HOME's dagster.yaml: PostgreSQL storage

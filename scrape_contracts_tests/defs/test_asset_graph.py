@@ -16,8 +16,8 @@ from scrape_contracts.defs import launching as launch, settings
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.cli import main
 from scrape_contracts.defs import build_definitions
-from scrape_contracts.defs.assets import accepted_key, candidate_key
-from scrape_contracts.defs.jobs import CONTRACT_TAG, TARGET_TAG
+from scrape_contracts.defs.names import accepted_key, candidate_key
+from scrape_contracts.defs.names import CONTRACT_TAG, TARGET_TAG
 from scrape_contracts.queue import ScrapeRunCoordinator
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from scrape_contracts.defs.batch import batch_job_name
+from scrape_contracts.defs.names import batch_job_name
 from scrape_contracts.defs.history import read_trail
 from scrape_contracts_tests.conftest import Harness, product_page
 from scrape_contracts_tests.fixture_site import Response
@@ -188,7 +188,7 @@ import os, sys, warnings
 warnings.filterwarnings("ignore")
 import dagster as dg
 from scrape_contracts.defs import build_definitions
-from scrape_contracts.defs.batch import batch_job_name
+from scrape_contracts.defs.names import batch_job_name
 if __name__ == "__main__":  # the batch's worker processes are spawned: they import this file
     defs = build_definitions(sys.argv[1])
     instance = dg.DagsterInstance.get()

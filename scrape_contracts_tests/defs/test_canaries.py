@@ -15,7 +15,7 @@ import pytest
 
 from scrape_contracts.adapters.destinations import verify
 from scrape_contracts.contract.loader import load_contracts
-from scrape_contracts.defs.batch import batch_job_name
+from scrape_contracts.defs.names import batch_job_name
 from scrape_contracts_tests.conftest import HOOK_SECRET, Harness, product_page
 from scrape_contracts_tests.receiver import Receiver
 

@@ -12,7 +12,7 @@ import pytest
 from scrape_contracts import settings
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.cli.demo import QUIET, SITE, _definitions, _partition_keys
-from scrape_contracts.defs.jobs import scrape_job_name
+from scrape_contracts.defs.names import scrape_job_name
 
 
 @pytest.mark.parametrize("force", [False, True])

@@ -20,7 +20,7 @@ import yaml
 from dagster._serdes import serialize_value
 
 from scrape_contracts.adapters.store import metadata as store_metadata
-from scrape_contracts.defs.assets import candidate_key
+from scrape_contracts.defs.names import candidate_key
 from scrape_contracts_tests.conftest import Harness, failure_text, product_page
 from scrape_contracts_tests.fixture_site import FixtureSite, Request, Response
 
@@ -171,10 +171,24 @@ def test_slow_server_times_out_and_keeps_accepted(sqlite_harness: Harness, site:
     assert site.url("/slow") in text
     failures = stage_metadata(harness, "shop", result.run_id, "fetch_failed")
     assert {f["kind"] for f in failures} == {"timeout"}
-    # every request of this run ended in a recorded timeout (one per attempt of the op)
-    assert len(failures) == len(site.requests_to("/slow")) - 1 >= 1
+    # retries: 0 in the contract is one request in all, and no Dagster retry of the step on top
+    assert len(failures) == 1 and len(site.requests_to("/slow")) == 2
+    assert "STEP_UP_FOR_RETRY" not in event_types(result)
     assert harness.store.latest_candidate("shop", PARTITION, run_id=result.run_id) is None
     assert harness.accepted("shop", PARTITION) == DUNE and accepted_versions(harness, "shop") == [1]
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_the_contracts_retries_are_the_only_retries(sqlite_harness: Harness, site: FixtureSite, retries: int) -> None:
+    """fetch.retries counts every retry of a single-target run: the fetch step is not retried by Dagster."""
+    harness = sqlite_harness
+    site.set_handler("/down", lambda _request: Response(503, b"down", {"Retry-After": "0"}))
+    write_contract(harness, "shop", site.url("/down"), retries=retries)
+    result = harness.run("shop", PARTITION)
+    assert not result.success
+    assert len(site.requests_to("/down")) == retries + 1
+    assert "STEP_UP_FOR_RETRY" not in event_types(result)
+    assert "503" in failure_text(result)
 
 
 # --- conditional requests ------------------------------------------------------------------------

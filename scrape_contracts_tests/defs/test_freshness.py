@@ -13,7 +13,7 @@ import dagster as dg
 import httpx
 import pytest
 
-from scrape_contracts.defs.assets import accepted_key
+from scrape_contracts.defs.names import accepted_key
 from scrape_contracts.defs.freshness import FRESHNESS_CHECK
 from scrape_contracts_tests.conftest import Harness, clean_env, product_page, sqlite_overrides
 from scrape_contracts_tests.defs.test_load_report import BIN, LOCATIONS, REPO, Ui, _free_port, _stop

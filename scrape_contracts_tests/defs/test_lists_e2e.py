@@ -212,8 +212,9 @@ def test_batched_run_gives_the_same_set_and_diff(sqlite_harness: Harness, site: 
 
 def test_downstream_assets_get_one_row_per_record(sqlite_harness: Harness, site: Any) -> None:
     from scrape_contracts.contract.loader import load_contracts
-    from scrape_contracts.defs.assets import accepted_key, build_contract_assets
-    from scrape_contracts.defs.resources import default_resources
+    from scrape_contracts.defs.assets import build_contract_assets
+    from scrape_contracts.defs.names import accepted_key
+    from scrape_contracts.defs.io_managers import default_resources
 
     harness = sqlite_harness
     serve(site, reviews(60))

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from scrape_contracts.defs import build_definitions
-from scrape_contracts.defs.assets import accepted_key, candidate_key
+from scrape_contracts.defs.names import accepted_key, candidate_key
 from scrape_contracts.defs.load_report import CONTRACTS_KEY, LOAD_CHECK, NoContractLoaded
 from scrape_contracts_tests.conftest import clean_env
 

@@ -12,10 +12,10 @@ from scrape_contracts.cli import main
 from scrape_contracts.contract.loader import load_contracts
 from scrape_contracts.defs.assets import build_contract_assets
 from scrape_contracts.defs.checks import build_contract_checks
-from scrape_contracts.defs.resources import default_resources
-from scrape_contracts.defs.assets import accepted_key, candidate_key
+from scrape_contracts.defs.io_managers import default_resources
+from scrape_contracts.defs.names import accepted_key, candidate_key
 from scrape_contracts.defs.partitions import dynamic_partitions_name
-from scrape_contracts_tests.conftest import Harness, failed_checks, materialized_keys, product_page
+from scrape_contracts_tests.conftest import Harness, failed_checks, failure_text, materialized_keys, product_page
 
 
 def test_static_contract_materialises_from_http(harness: Harness, site) -> None:
@@ -46,6 +46,8 @@ def test_schema_violation_is_rejected_and_keeps_previous_version(harness: Harnes
     # rejected: its failed checks say why; neither the candidate nor scrape/shop is materialised, so the UI
     # shows neither a green candidate nor a failed partition of the data still served
     assert materialized_keys(result) == set()
+    # and the run fails, as a quarantined one does: run-failure alerts fire for rejected data too
+    assert not result.success and "rejected shop/p1" in failure_text(result)
     failed = failed_checks(result)
     assert {"price_within_bounds", "change_within_limit"} == set(failed)  # -3 is also a -103% change
     assert failed["price_within_bounds"]["field"] == "price"

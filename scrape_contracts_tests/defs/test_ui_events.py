@@ -8,7 +8,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from scrape_contracts.defs.assets import accepted_key, candidate_key
+from scrape_contracts.defs.names import accepted_key, candidate_key
 from scrape_contracts_tests.conftest import Harness, failed_checks, materialized_keys, product_page
 from scrape_contracts_tests.defs.test_batch import run_batch
 

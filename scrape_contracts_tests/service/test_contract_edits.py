@@ -50,8 +50,8 @@ def test_added_field_is_extracted_from_an_unchanged_page(sqlite_harness: Harness
 
 @pytest.mark.parametrize("path", ["single", "batch"])
 def test_force_fetches_without_validators_and_extracts_again(sqlite_harness: Harness, site, path: str) -> None:
-    from scrape_contracts.defs.batch import batch_job_name
-    from scrape_contracts.defs.jobs import scrape_job_name
+    from scrape_contracts.defs.names import batch_job_name
+    from scrape_contracts.defs.names import scrape_job_name
     from scrape_contracts_tests.fixture_site import Response
 
     harness = sqlite_harness

@@ -1,0 +1,49 @@
+"""Every name this integration gives a Dagster object or a run tag, defined once.
+
+Assets, jobs and schedules of a contract are named from the contract's name; tags say where a run came from
+and what it scrapes, so admission control (tag concurrency limits), the CLI and the UI read the same words.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+# every run of a contract's jobs carries it (the jobs set it); `tag_concurrency_limits` may cap runs per value
+CONTRACT_TAG = "scrape_contracts/contract"
+# "<contract>/<target>" on a single-target run started by the CLI, the API, schedules and sensors
+TARGET_TAG = "scrape_contracts/target"
+# "<contract>/<i>-of-<n>" on a batched run
+BATCH_TAG = "scrape_contracts/batch"
+# "true" on a run: fetch every page again without validators and extract it, even when it did not change
+FORCE_TAG = "scrape_contracts/force"
+# who started a run: cli, cli-reextract, api, schedule, sensor, ...
+TRIGGER_TAG = "scrape_contracts/trigger"
+IDEMPOTENCY_TAG = "scrape_contracts/idempotency_key"
+
+REVIEW_HINT = "accept or reject with review_job or `scrape-contracts review accept|reject C TARGET`"
+
+
+def candidate_key(contract: str) -> dg.AssetKey:
+    return dg.AssetKey(["scrape", contract, "candidate"])
+
+
+def accepted_key(contract: str) -> dg.AssetKey:
+    return dg.AssetKey(["scrape", contract])
+
+
+def scrape_job_name(contract: str) -> str:
+    return f"scrape_{contract}_job"
+
+
+def batch_job_name(contract: str) -> str:
+    return f"scrape_{contract}_batch_job"
+
+
+def schedule_name(contract: str) -> str:
+    return f"scrape_{contract}_schedule"
+
+
+def review_command(contract: str, partition: str) -> str:
+    """What a reviewer runs for this target (the same decision is review_job in the Launchpad)."""
+    return (f"scrape-contracts review accept|reject {contract} {partition} --reviewer NAME --reason WHY "
+            "(or review_job in the Launchpad)")

@@ -14,7 +14,7 @@ from scrape_contracts.cli import main
 from scrape_contracts.launch import idempotent_run_id
 from scrape_contracts.queue import ScrapeRunCoordinator
 from scrape_contracts_tests.conftest import clean_env, finished_run
-from scrape_contracts_tests.readme import bash_blocks, project_folder
+from scrape_contracts_tests.readme import blocks_run_by, project_folder
 from scrape_contracts_tests.conftest import Harness, product_page
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,9 +22,9 @@ BIN = Path(sys.executable).parent
 
 
 def test_readme_production_setup_on_postgres(pg_database: str, tmp_path: Path) -> None:
-    """The README's production block as written, up to `dagster instance info`; only the two values a reader
-    replaces are replaced (the folder, which does not exist yet, and the database URL)."""
-    [block] = [b for b in bash_blocks() if b.text.startswith("export DAGSTER_HOME=/srv/dagster\n")]
+    """The PostgreSQL block of docs/production.md as written; only the two values a reader replaces are
+    replaced (the folder, which does not exist yet, and the database URL)."""
+    [block] = blocks_run_by(__file__, "test_readme_production_setup_on_postgres")
     home = tmp_path / "srv" / "dagster"
     url = "postgresql://dagster:secret@db.internal:5432/dagster"
     assert url in block.text

@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from scrape_contracts_tests.readme import blocks_run_by
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SHOTS = Path(os.environ.get("SCRAPE_CONTRACTS_UI_SHOTS") or REPO / "scrape_contracts_tests" / "ui_screenshots")
@@ -51,10 +53,13 @@ def _free_port() -> int:
 
 @pytest.fixture
 def ui(demo_home: Path, tmp_path: Path) -> Iterator[str]:
-    """`scrape-contracts dev` (webserver and daemon) on a copy of the demo's instance; its base URL."""
+    """The README's `scrape-contracts dev` (webserver and daemon) on a copy of the demo's instance, on a free
+    port; its base URL."""
+    [block] = blocks_run_by(__file__, "ui")
+    program, *args = block.text.split()
     port = _free_port()
     log = (tmp_path / "dev.log").open("w")
-    server = subprocess.Popen([str(BIN / "scrape-contracts"), "dev", "--port", str(port)], stdout=log,
+    server = subprocess.Popen([str(BIN / program), *args, "--port", str(port)], stdout=log,
                               stderr=subprocess.STDOUT, env={**os.environ}, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:

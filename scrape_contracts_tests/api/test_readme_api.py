@@ -1,4 +1,4 @@
-"""The README's API block, as written, in a newcomer's shell after the demo (a free port for the server)."""
+"""The API tour of docs/api.md, as written, in a newcomer's shell after the demo (a free port for the server)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 from scrape_contracts_tests.conftest import clean_env
 from scrape_contracts_tests.api.servers import BIN, free_port
-from scrape_contracts_tests.readme import bash_blocks, project_folder
+from scrape_contracts_tests.readme import blocks_run_by, project_folder
 
 
 def test_readme_api_block(demo_snapshot: Path, tmp_path: Path) -> None:
-    block = next(b for b in bash_blocks() if b.has("scrape-contracts serve"))
+    [block] = blocks_run_by(__file__, "test_readme_api_block")
     folder = project_folder(tmp_path)
     shutil.copytree(demo_snapshot, folder / ".dagster_home")
     out = tmp_path / "block.log"

@@ -1,4 +1,4 @@
-"""The README's commands: the demo and the code location, run as a newcomer would."""
+"""The commands of README.md and docs/, run as a newcomer would: the demo, then every block in page order."""
 
 from __future__ import annotations
 
@@ -13,35 +13,21 @@ import pytest
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.cli import main
 from scrape_contracts_tests.conftest import clean_env
-from scrape_contracts_tests.readme import Block, bash_blocks, project_folder
+from scrape_contracts_tests.readme import Block, blocks_run_by, project_folder, walk_blocks
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-# README blocks a test elsewhere runs, by their first line, each with where (a server, this suite, PostgreSQL)
-ELSEWHERE = {
-    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]' && pytest":
-        ".ci/run runs it verbatim: it is this suite",
-    "scrape-contracts dev": "a server: test_ui.py starts it on the demo's instance",
-    "python benchmarks/healing.py": "test_healing_benchmark_meets_its_targets",
-    "export DAGSTER_HOME=/srv/dagster": "PostgreSQL: test_production.py runs it",
-    "dagster-webserver -w workspace.yaml -h 0.0.0.0 -p 3000": "production servers: test_ui.py and "
-                                                               "test_production.py start them",
-    "scrape-contracts run books --partition dune --idempotency-key nightly-2026-11-29": "production launches: "
-                                                                                         "test_production.py",
-    "TOKEN=$(scrape-contracts tokens create --owner data-team@example.com --scope write --label docs | tail -n 1)":
-        "a server on a free port: frontdoor/test_readme_api.py",
-}
 INSTALL = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && "
 
 
 def _run_block(block: Block, folder: Path, logs: Path) -> str:
-    """One README block through bash in the clone's folder, in a newcomer's environment; its output."""
+    """One documented block through bash in the clone's folder, in a newcomer's environment; its output."""
     commands = block.text
     if commands.startswith(INSTALL):
         commands = commands[len(INSTALL):]  # the package is installed: .ci/run installs it as the README says
-    out = logs / f"block_{block.line}.log"
+    out = logs / f"{block.page.replace('/', '_')}_{block.line}.log"
     with out.open("w") as handle:
         # a session of its own: a daemon started in the background (`&`) is stopped with it; output to a file,
         # as that daemon keeps a pipe open
@@ -56,23 +42,23 @@ def _run_block(block: Block, folder: Path, logs: Path) -> str:
             except ProcessLookupError:
                 pass
     text = out.read_text()
-    assert code == 0, f"README line {block.line}:\n{block.text}\n{text[-3000:]}"
+    assert code == 0, f"{block.where}:\n{block.text}\n{text[-3000:]}"
     assert "Traceback" not in text, text[-3000:]
     return text
 
 
 @pytest.mark.slow
-def test_readme_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    """Every command of the README, as written and in order, on a fresh instance (the demo's)."""
+def test_doc_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Every block of README.md and docs/ that no other test runs, as written and in page order, on a fresh
+    instance: the demo's, made by the README's first block."""
     folder = project_folder(tmp_path)
     home = folder / ".dagster_home"
     store = None
     ran = []
-    for block in bash_blocks():
-        if block.text.splitlines()[0].split("#")[0].strip() in ELSEWHERE:
-            continue
+    assert walk_blocks()[0].has("scrape-contracts demo")  # every later block starts from the demo's instance
+    for block in walk_blocks():
         out = _run_block(block, folder, tmp_path)
-        ran.append(block.line)
+        ran.append(block.where)
         store = ProjectStore(f"sqlite:///{home / 'scrape_contracts.db'}")
         if block.has("scrape-contracts demo"):
             assert "scrape-contracts dev" in out and "Waiting for your review" in out
@@ -102,6 +88,8 @@ def test_readme_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         if block.has("scrape-contracts deliveries replay"):
             # the demo's contracts have no activations: nothing was sent, nothing is dead
             assert "no deliveries with status dead" in out and "nothing to replay" in out
+        if block.has("scrape-contracts validate"):
+            assert "3 valid contract(s), 0 error(s)" in out
         if block.has("targets add jobs"):
             assert "jobs.example.com_jobs_103.html" in out
         if block.has("examples/downstream.py"):
@@ -119,7 +107,12 @@ def test_readme_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             # the code location reads examples/site/v1: dune in the contract's layout again, neuromancer's
             # 29.00 → 9.50 goes to review, hyperion's page is the one accepted
             assert "books: 3 target(s)" in out and "unchanged 1" in out and "quarantined 1" in out
-    assert len(ran) == len(bash_blocks()) - len(ELSEWHERE), ran
+    # the blocks the checks above are about are still in the walk (not moved to a marker, not deleted)
+    walked = "".join(block.text for block in walk_blocks())
+    for fragment in ("scrape-contracts demo", "scrape-contracts validate", "targets add jobs", "examples/downstream.py",
+                     "review accept books neuromancer", "scrape-contracts events books", "--wait",
+                     "scrape-contracts db upgrade", "scrape-contracts deliveries replay"):
+        assert fragment in walked, (fragment, ran)
 
 
 def _trail_pages(home: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -156,10 +149,11 @@ def test_console_script_is_installed() -> None:
 
 @pytest.mark.slow
 def test_healing_benchmark_meets_its_targets() -> None:
-    """The README's benchmark command; it prints healing and naive figures side by side, a HealPolicy
-    sweep and the heal time on a 60 KB page."""
-    done = subprocess.run([sys.executable, "benchmarks/healing.py"], cwd=REPO, capture_output=True, text=True,
-                          timeout=900)
+    """The benchmark command of docs/performance.md, as written; it prints healing and naive figures side by
+    side, a HealPolicy sweep and the heal time on a 60 KB page."""
+    [block] = blocks_run_by(__file__, "test_healing_benchmark_meets_its_targets")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=REPO, capture_output=True,
+                          text=True, timeout=900, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("healing: correct=") and " wrong=0.0% " in lines[0]

@@ -124,7 +124,8 @@ def test_retries_are_recorded_and_a_dead_delivery_fails_the_run_until_replayed(
 
 
 def test_the_readmes_receiver_sample_verifies_a_real_delivery(receiver: Receiver) -> None:
-    """The README's receiver code, run as written against a request our webhook destination sent."""
+    """The receiver code of docs/activations.md, run as written against a request our webhook destination
+    sent."""
     import re
     from pathlib import Path
 
@@ -133,8 +134,8 @@ def test_the_readmes_receiver_sample_verifies_a_real_delivery(receiver: Receiver
     from scrape_contracts.adapters.destinations import OutgoingEvent, deliver, request_for
     from scrape_contracts.contract.destinations import parse_destinations
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = re.search(r"<!-- receiver-sample[^>]*-->\n```python\n(.*?)```", readme, re.S).group(1)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "activations.md").read_text()
+    block = re.search(r"<!-- receiver-sample[^>]*-->\n```python\n(.*?)```", page, re.S).group(1)
     namespace: dict[str, Any] = {}
     exec(block, namespace)  # noqa: S102 (the README's own sample)
     hook = parse_destinations({"destinations": {"hook": {"type": "webhook", "url": receiver.url,

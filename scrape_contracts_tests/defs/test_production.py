@@ -12,9 +12,8 @@ import pytest
 
 from scrape_contracts.cli import main
 from scrape_contracts.defs.launching import idempotent_run_id
-from scrape_contracts.queue import ScrapeRunCoordinator
 from scrape_contracts_tests.conftest import clean_env, finished_run
-from scrape_contracts_tests.readme import bash_blocks, project_folder
+from scrape_contracts_tests.readme import blocks_run_by, project_folder
 from scrape_contracts_tests.conftest import Harness, product_page
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,9 +21,9 @@ BIN = Path(sys.executable).parent
 
 
 def test_readme_production_setup_on_postgres(pg_database: str, tmp_path: Path) -> None:
-    """The README's production block as written, up to `dagster instance info`; only the two values a reader
-    replaces are replaced (the folder, which does not exist yet, and the database URL)."""
-    [block] = [b for b in bash_blocks() if b.text.startswith("export DAGSTER_HOME=/srv/dagster\n")]
+    """The PostgreSQL block of docs/production.md as written; only the two values a reader replaces are
+    replaced (the folder, which does not exist yet, and the database URL)."""
+    [block] = blocks_run_by(__file__, "test_readme_production_setup_on_postgres")
     home = tmp_path / "srv" / "dagster"
     url = "postgresql://dagster:secret@db.internal:5432/dagster"
     assert url in block.text
@@ -34,7 +33,7 @@ def test_readme_production_setup_on_postgres(pg_database: str, tmp_path: Path) -
                           timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     for expected in ("PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage",
-                     "run_monitoring", "WarmRunLauncher"):
+                     "run_monitoring", "DefaultRunLauncher", "QueuedRunCoordinator"):
         assert expected in done.stdout, done.stdout
     # the project store's tables, beside Dagster's in the same database (each keeps its own version table)
     from scrape_contracts.adapters.migrations import HEAD
@@ -43,15 +42,14 @@ def test_readme_production_setup_on_postgres(pg_database: str, tmp_path: Path) -
     os.environ["DAGSTER_PG_URL"] = pg_database
     try:
         instance = dg.DagsterInstance.from_config(str(home))
-        # Dagster's queue, which also tags runs launched from the asset graph with their contract and target
-        assert isinstance(instance.run_coordinator, ScrapeRunCoordinator)
-        assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
+        # Dagster's own classes: nothing of this project's is named by the instance
+        assert type(instance.run_coordinator) is dg.QueuedRunCoordinator
+        assert type(instance.run_launcher) is dg.DefaultRunLauncher
         limits = {limit["key"]: limit for limit in instance.get_concurrency_config().run_queue_config
                   .tag_concurrency_limits}
-        assert limits["scrape_contracts/target"]["limit"] == 1
-        assert limits["scrape_contracts/batch"]["value"] == {"applyLimitPerUniqueValue": True}
-        assert "dagster/partition" not in limits  # global across contracts: would throttle unrelated targets
+        # optional admission control only: the per-contract cap (leases keep one scraper per target)
         assert limits["scrape_contracts/contract"]["value"] == {"applyLimitPerUniqueValue": True}
+        assert "dagster/partition" not in limits  # global across contracts: would throttle unrelated targets
         assert instance.run_monitoring_enabled and instance.run_retries_enabled
         instance.dispose()
     finally:
@@ -65,13 +63,13 @@ def test_idempotency_key_twice_gives_one_run(sqlite_harness: Harness, site, caps
     harness.write_product_contract("shop", {"p1": site.url("/p/1")})
     monkeypatch.setenv("SCRAPE_CONTRACTS_DIR", str(harness.contracts_dir))
     args = ["--contracts-dir", str(harness.contracts_dir), "run", "shop", "--partition", "p1",
-            "--idempotency-key", "nightly-2026-11-29"]
+            "--idempotency-key", "nightly-2026-11-29", "--queue"]
     assert main(args) == 0
     first = capsys.readouterr().out
     run_id = idempotent_run_id("shop", "p1", "nightly-2026-11-29")
-    assert f"launched run {run_id}" in first
+    assert f"queued run {run_id}" in first
     assert main(args) == 0
-    assert f"already launched with this key: run {run_id}" in capsys.readouterr().out
+    assert f"already started with this key: run {run_id}" in capsys.readouterr().out
     runs = harness.instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/idempotency_key": "nightly-2026-11-29"}))
     assert [r.run_id for r in runs] == [run_id]
     # the instance's coordinator queued it: the daemon (a real dagster-daemon process) starts it
@@ -102,14 +100,14 @@ def test_run_without_partition_launches_batches_once_and_waits(sqlite_harness: H
     daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
                               env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert main([*args, "--wait"]) == 0
+        assert main([*args, "--queue", "--wait"]) == 0
         out = capsys.readouterr().out
-        assert "shop batch 1/2 (4 targets): launched run" in out and "shop batch 2/2 (2 targets)" in out
+        assert "shop batch 1/2 (4 targets): queued run" in out and "shop batch 2/2 (2 targets)" in out
         assert "shop: 6 target(s)" in out and "accepted 5" in out and "failed 1" in out
         assert "t9: fetch failed: GET" in out and "404" in out
-        # the same key launches nothing again
+        # the same key starts nothing again, queued or here
         assert main(args) == 0
-        assert out.count("launched run") == 2 and capsys.readouterr().out.count("already launched") == 2
+        assert out.count("queued run") == 2 and capsys.readouterr().out.count("already started") == 2
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
@@ -121,27 +119,6 @@ def test_run_without_partition_launches_batches_once_and_waits(sqlite_harness: H
         assert "targets done" in err.read_text() and "ASSET_MATERIALIZATION" not in err.read_text()
     assert {r.tags["scrape_contracts/batch"] for r in runs} == {"shop/1-of-2", "shop/2-of-2"}
     assert sorted(v.partition for v in harness.store.latest_accepted_all("shop")) == [f"t{i}" for i in range(5)]
-
-
-def test_the_queue_is_read_four_times_a_second_and_a_wrong_interval_is_refused(tmp_path: Path) -> None:
-    """dequeue_interval_ms (ours; Dagster takes whole seconds) in both shipped instance files; the daemon
-    sleeps what the coordinator says between passes."""
-    import dagster as dg
-    import yaml
-
-    from scrape_contracts.queue import ScrapeRunCoordinator
-
-    for name in ("dagster.yaml", "deploy/dagster.postgres.yaml"):
-        config = yaml.safe_load((REPO / name).read_text())["run_coordinator"]["config"]
-        assert config["dequeue_interval_ms"] == 250 and "dequeue_interval_seconds" not in config, name
-    shipped = yaml.safe_load((REPO / "dagster.yaml").read_text())
-    with dg.instance_for_test(temp_dir=str(tmp_path),
-                              overrides={"run_coordinator": shipped["run_coordinator"]}) as instance:
-        assert isinstance(instance.run_coordinator, ScrapeRunCoordinator)
-        assert instance.run_coordinator.dequeue_interval_seconds == 0.25
-    with pytest.raises(dg.DagsterInvalidConfigError, match="at least 50"):
-        ScrapeRunCoordinator.from_config_value(None, {"dequeue_interval_ms": 10})
-    assert ScrapeRunCoordinator.from_config_value(None, {"dequeue_interval_seconds": 2}).dequeue_interval_seconds == 2
 
 
 def test_one_batch_of_every_target_lists_none_in_its_config(tmp_path: Path) -> None:

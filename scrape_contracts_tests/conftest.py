@@ -352,3 +352,20 @@ def demo_home(demo_snapshot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         monkeypatch.delenv(name)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     return home
+
+
+def stop_daemon(daemon: "subprocess.Popen[bytes]") -> None:
+    """Stop a dagster-daemon this test started, by its PID: SIGTERM, and SIGKILL (its whole process group)
+    only when it has not exited long after. A loaded machine takes tens of seconds to stop one cleanly."""
+    import signal
+    import subprocess
+
+    daemon.terminate()
+    try:
+        daemon.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(daemon.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            daemon.kill()
+        daemon.wait(timeout=30)

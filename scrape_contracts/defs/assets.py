@@ -158,10 +158,11 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
             violations = [v.as_dict() for v in result.violations]
             evaluations = check_evaluations(name, result.partition, contract_check_names(loaded), violations,
                                             result.outcome.value, recorded.candidate_id, result.summary)
-            for evaluation in aimed_at_latest(context.instance, evaluations):
-                context.log_event(evaluation)
             emit(Stage.REJECTED, {"candidate_id": recorded.candidate_id,
                                   "reasons": [v["message"] for v in violations]})
+            # yielded, not logged: events logged with log_event reach the event log at the op's next yield,
+            # and the failure below ends the op
+            yield from aimed_at_latest(context.instance, evaluations)
             # a rejected candidate fails its run as a quarantined one does (run-failure alerts fire for both);
             # the last accepted version stays
             raise dg.Failure(description=f"rejected {name}/{result.partition}: "

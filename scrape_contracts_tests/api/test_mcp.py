@@ -16,6 +16,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from scrape_contracts_tests.api.servers import BIN, REPO, new_token
+from scrape_contracts_tests.conftest import stop_daemon
 
 
 def _params(token: str, home: Path) -> StdioServerParameters:
@@ -74,8 +75,7 @@ def test_agent_lists_contracts_launches_a_run_and_reads_its_events(demo_home: Pa
                         assert time.monotonic() < deadline, f"run {run_id} is {run.status}"
                         await anyio.sleep(0.5)
             finally:
-                daemon.terminate()
-                daemon.wait(timeout=30)
+                stop_daemon(daemon)
             return contracts, run_id, events
 
     contracts, run_id, events = anyio.run(session_run)

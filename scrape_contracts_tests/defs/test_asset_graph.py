@@ -12,13 +12,12 @@ import dagster as dg
 import pytest
 from dagster_graphql.test.utils import materialize_assets
 
-from scrape_contracts.defs import launching as launch, settings
+from scrape_contracts import settings
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.cli import main
 from scrape_contracts.defs import build_definitions
 from scrape_contracts.defs.names import accepted_key, candidate_key
-from scrape_contracts.defs.names import CONTRACT_TAG, TARGET_TAG
-from scrape_contracts.queue import ScrapeRunCoordinator
+from scrape_contracts_tests.conftest import stop_daemon
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -27,9 +26,13 @@ WORKSPACE = str(REPO / "workspace.yaml")
 
 def _launch_from_the_asset_graph(instance: dg.DagsterInstance, partitions: list[str]) -> list[str]:
     """The UI's launch: GraphQL launchPipelineExecution of __ASSET_JOB with the assets and a partition tag."""
-    # in process while the module is fresh, else through a code server that loads it fresh (launch.py)
-    with launch._workspace(instance, WORKSPACE) as request_context:
-        results = materialize_assets(request_context,
+    # Dagster's own test plumbing (a workspace as the webserver loads it): tests may lean on it, the package not
+    from dagster import __version__
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    with WorkspaceProcessContext(instance, WorkspaceFileTarget([WORKSPACE]), version=__version__) as process:
+        results = materialize_assets(process.create_request_context(),
                                      [candidate_key("books"), accepted_key("books")], partitions)
     return [r.data["launchPipelineExecution"]["run"]["runId"] for r in results]
 
@@ -44,10 +47,8 @@ def _wait(instance: dg.DagsterInstance, run_ids: list[str], timeout: float = 120
     raise AssertionError(f"runs {run_ids} did not finish in {timeout}s")
 
 
-def _ran_in_process_with_the_contract_tags(instance: dg.DagsterInstance, run: dg.DagsterRun,
-                                           partition: str) -> None:
-    assert run.job_name == "__ASSET_JOB"
-    assert (run.tags[CONTRACT_TAG], run.tags[TARGET_TAG]) == ("books", f"books/{partition}")
+def _ran_in_process(instance: dg.DagsterInstance, run: dg.DagsterRun, partition: str) -> None:
+    assert run.job_name == "__ASSET_JOB" and run.tags["dagster/partition"] == partition
     # every step in the run's own process: no step subprocesses
     assert not instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_WORKER_STARTING)
     steps = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)
@@ -55,12 +56,12 @@ def _ran_in_process_with_the_contract_tags(instance: dg.DagsterInstance, run: dg
 
 
 @pytest.mark.slow
-def test_asset_graph_job_runs_in_process_with_the_contract_tags(demo_home: Path) -> None:
+def test_asset_graph_job_runs_in_process_on_the_stock_queue(demo_home: Path) -> None:
     assert build_definitions().resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
     instance = dg.DagsterInstance.get()
-    assert isinstance(instance.run_coordinator, ScrapeRunCoordinator)  # the demo's dagster.yaml
+    assert type(instance.run_coordinator) is dg.QueuedRunCoordinator  # the demo's dagster.yaml: Dagster's own
     store = ProjectStore(settings.db_url())
-    # right after the demo, as a user clicks Materialize: queued with the tags the queue's limits rely on
+    # right after the demo, as a user clicks Materialize: queued, and started by the daemon
     run_ids = _launch_from_the_asset_graph(instance, ["dune", "neuromancer"])
     assert all(instance.get_run_by_id(r).status == dg.DagsterRunStatus.QUEUED for r in run_ids)
     daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", WORKSPACE], cwd=REPO,
@@ -68,7 +69,7 @@ def test_asset_graph_job_runs_in_process_with_the_contract_tags(demo_home: Path)
     try:
         runs = _wait(instance, run_ids)
         for run, partition in zip(runs, ["dune", "neuromancer"]):
-            _ran_in_process_with_the_contract_tags(instance, run, partition)
+            _ran_in_process(instance, run, partition)
             assert run.status == dg.DagsterRunStatus.SUCCESS
         # the code location reads examples/site/v1, the layout the contract was written for, after the demo
         # healed its selectors on v2: the contract's own selectors read it again, no heal, no budget spent
@@ -88,28 +89,11 @@ def test_asset_graph_job_runs_in_process_with_the_contract_tags(demo_home: Path)
                      "--reason", "new edition"]) == 0
         [again] = _wait(instance, _launch_from_the_asset_graph(instance, ["neuromancer"]))
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=30)
-    _ran_in_process_with_the_contract_tags(instance, again, "neuromancer")
+        stop_daemon(daemon)
+    _ran_in_process(instance, again, "neuromancer")
     back = store.latest_candidate("books", "neuromancer", run_id=again.run_id)
     assert back.record["price"] == 9.5 and back.record["in_stock"] is True
     assert back.outcome == "review_required"
     assert [v["check"] for v in back.details["violations"]] == ["change_within_limit"]
     assert [v.version for v in store.selector_history("books")] == [1, 2]
     assert all(store.state("books", key).heal_attempts == 0 for key in ("dune", "neuromancer"))
-
-
-def test_runs_spanning_contracts_or_other_assets_get_no_scrape_tags() -> None:
-    from scrape_contracts.queue import scrape_tags
-
-    def run(*keys: dg.AssetKey, **tags: str) -> dg.DagsterRun:
-        return dg.DagsterRun(job_name="__ASSET_JOB", asset_selection=frozenset(keys), tags=tags)
-
-    assert scrape_tags(run(candidate_key("books"), accepted_key("jobs"))) == {}
-    assert scrape_tags(run(dg.AssetKey("price_report"))) == {}
-    # scrape/_contracts reports on every contract: it belongs to none
-    assert scrape_tags(run(dg.AssetKey(["scrape", "_contracts"]))) == {}
-    assert scrape_tags(run(dg.AssetKey(["scrape", "_contracts"]), accepted_key("books"))) == {CONTRACT_TAG: "books"}
-    assert scrape_tags(run(accepted_key("books"), dg.AssetKey("price_report"))) == {CONTRACT_TAG: "books"}
-    assert scrape_tags(run(candidate_key("books"), **{"dagster/partition": "dune"})) == {
-        CONTRACT_TAG: "books", TARGET_TAG: "books/dune"}

@@ -12,7 +12,7 @@ import pytest
 
 from scrape_contracts.cli import main
 from scrape_contracts.defs.launching import idempotent_run_id
-from scrape_contracts_tests.conftest import clean_env, finished_run
+from scrape_contracts_tests.conftest import stop_daemon, clean_env, finished_run
 from scrape_contracts_tests.readme import blocks_run_by, project_folder
 from scrape_contracts_tests.conftest import Harness, product_page
 
@@ -33,7 +33,7 @@ def test_readme_production_setup_on_postgres(pg_database: str, tmp_path: Path) -
                           timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     for expected in ("PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage",
-                     "run_monitoring", "DefaultRunLauncher", "QueuedRunCoordinator"):
+                     "run_monitoring", "DefaultRunLauncher"):
         assert expected in done.stdout, done.stdout
     # the project store's tables, beside Dagster's in the same database (each keeps its own version table)
     from scrape_contracts.adapters.migrations import HEAD
@@ -79,8 +79,7 @@ def test_idempotency_key_twice_gives_one_run(sqlite_harness: Harness, site, caps
     try:
         finished = finished_run(harness.instance, run_id)
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=30)
+        stop_daemon(daemon)
     assert finished.status == dg.DagsterRunStatus.SUCCESS
     assert harness.accepted("shop", "p1")["price"] == 100.0
     assert len(site.requests_to("/p/1")) == 1
@@ -109,8 +108,7 @@ def test_run_without_partition_launches_batches_once_and_waits(sqlite_harness: H
         assert main(args) == 0
         assert out.count("queued run") == 2 and capsys.readouterr().out.count("already started") == 2
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=30)
+        stop_daemon(daemon)
     runs = harness.instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/idempotency_key": "sweep-1"}))
     assert len(runs) == 2 and all(r.job_name == "scrape_shop_batch_job" for r in runs)
     # the step's console output has the run's progress, not a DEBUG line per event (a fifth of a big run)

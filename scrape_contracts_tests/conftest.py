@@ -354,7 +354,7 @@ def demo_home(demo_snapshot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     return home
 
 
-def stop_daemon(daemon: "subprocess.Popen[bytes]") -> None:
+def stop_daemon(daemon: Any) -> None:
     """Stop a dagster-daemon this test started, by its PID: SIGTERM, and SIGKILL (its whole process group)
     only when it has not exited long after. A loaded machine takes tens of seconds to stop one cleanly."""
     import signal

@@ -90,7 +90,7 @@ def test_the_walk_runs_every_unmarked_block_starting_with_the_demo() -> None:
     """An unmarked block is run by test_cli.py's walk, which must go over all of walk_blocks()."""
     walk = [b for b in bash_blocks() if b.runner is Runner.WALK]
     assert walk[0].page == "README.md" and walk[0].has("scrape-contracts demo"), walk[0]
-    tree = ast.parse((REPO / "scrape_contracts_tests" / "test_cli.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO / "scrape_contracts_tests" / "cli" / "test_cli.py").read_text(encoding="utf-8"))
     [test] = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "test_doc_commands_in_order"]
     loops = [n for n in ast.walk(test) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)
              and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "walk_blocks"]

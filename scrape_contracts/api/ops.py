@@ -9,6 +9,8 @@ that the API turns into a status code and the MCP server into a tool error.
 
 from __future__ import annotations
 
+import logging
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,9 @@ from scrape_contracts.api.tokens import Principal, TokenStore, normal_owner
 from scrape_contracts.api.trail import Cursor, HighWater, read_events
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# a run the API has asked Dagster's queue for, which the instance does not show yet
+SUBMITTED = "SUBMITTED"
+logger = logging.getLogger(__name__)
 
 
 class Refusal(TextEnum):
@@ -192,22 +197,32 @@ class FrontDoor:
         for spec in specs:
             spec.tags["scrape_contracts/trigger"] = "api"
             spec.tags["scrape_contracts/principal"] = principal.name
-        labels: dict[str, str] = {}
+        # the key and the runs it stands for are recorded before anything is queued (one row, unique key): of
+        # two requests racing with one key, the one that lost the insert queues nothing
+        run_ids = [spec.run_id for spec in specs]
+        use = self.keys.remember(name, key, sha, run_ids, principal.token_id)
+        if use.request_sha256 != sha or use.run_ids != run_ids:
+            return self._replay(name, key, sha, use.request_sha256, use.run_ids)
+        self.audit.record(principal, "run", name, body.partition or "*", "", request_id,
+                          "queued " + ", ".join(run_ids))
+        existing = launch.runs_by_id(self.instance, run_ids)
+        # `dagster job launch` loads the code location (seconds): it runs after the answer, and the run ids,
+        # derived from the key, are known now
+        threading.Thread(target=self._queue, args=(name, specs), daemon=True,
+                         name=f"queue-{name}-{key[:16]}").start()
+        return m.RunLaunch(contract=name, idempotency_key=key, replayed=False, skipped_paused=skipped,
+                           runs=[m.LaunchedRun(run_id=spec.run_id, label=spec.label,
+                                               status=existing[spec.run_id].status.value
+                                               if spec.run_id in existing else SUBMITTED)
+                                 for spec in specs])
+
+    def _queue(self, name: str, specs: list[launch.RunSpec]) -> None:
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Error loading repository location", category=UserWarning)
-                runs = launch.queue(self.instance, self.workspace, specs,
-                                    lambda spec, run, _new: labels.__setitem__(run.run_id, spec.label))
-        except launch.LaunchError as exc:
-            raise Refused(Refusal.UNAVAILABLE, f"cannot queue the runs: {exc}") from None
-        use = self.keys.remember(name, key, sha, [r.run_id for r in runs], principal.token_id)
-        if use.request_sha256 != sha or use.run_ids != [r.run_id for r in runs]:
-            return self._replay(name, key, sha, use.request_sha256, use.run_ids)
-        self.audit.record(principal, "run", name, body.partition or "*", "", request_id,
-                          "launched " + ", ".join(r.run_id for r in runs))
-        return m.RunLaunch(contract=name, idempotency_key=key, replayed=False, skipped_paused=skipped,
-                           runs=[m.LaunchedRun(run_id=r.run_id, status=r.status.value, label=labels.get(r.run_id, ""))
-                                 for r in runs])
+                launch.queue(self.instance, self.workspace, specs, lambda *_: None)
+        except Exception as exc:  # noqa: BLE001 - a thread of its own: said in the log, and the runs stay absent
+            logger.error("cannot queue the runs of %s (%s): %s", name, ", ".join(s.run_id for s in specs), exc)
 
     def _replay(self, name: str, key: str, sha: str, recorded: str, run_ids: list[str]) -> m.RunLaunch:
         if recorded != sha:
@@ -216,7 +231,7 @@ class FrontDoor:
         runs = []
         for run_id in run_ids:
             run = self.instance.get_run_by_id(run_id)
-            runs.append(m.LaunchedRun(run_id=run_id, status=run.status.value if run else "UNKNOWN",
+            runs.append(m.LaunchedRun(run_id=run_id, status=run.status.value if run else SUBMITTED,
                                       label=(run.tags.get("scrape_contracts/batch") or
                                              run.tags.get("scrape_contracts/target") or "") if run else ""))
         return m.RunLaunch(contract=name, idempotency_key=key, replayed=True, runs=runs, skipped_paused=[])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from pathlib import Path
 
 import dagster as dg
@@ -150,9 +152,16 @@ def test_same_idempotency_key_gives_the_same_runs_and_another_body_409(api: ApiS
         batch = client.post("/contracts/books/runs", headers={"Idempotency-Key": "sweep"}).json()
         assert len(batch["runs"]) == 1 and batch["skipped_paused"] == ["hyperion", "neuromancer"]
         assert client.post("/contracts/books/runs", json={}).status_code == 422  # no key
+    assert first.json()["runs"][0]["status"] == "SUBMITTED"  # the answer comes before `dagster job launch` ends
     with dg.DagsterInstance.get() as instance:
-        queued = instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/trigger": "api"}))
-        assert sorted(r.run_id for r in queued) == sorted(runs + [batch["runs"][0]["run_id"]])
+        wanted = sorted(runs + [batch["runs"][0]["run_id"]])
+        deadline = time.monotonic() + 240  # each launch loads the code location once
+        while True:
+            queued = instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/trigger": "api"}))
+            if sorted(r.run_id for r in queued) == wanted or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert sorted(r.run_id for r in queued) == wanted
         assert all(r.status == dg.DagsterRunStatus.QUEUED for r in queued)
 
 

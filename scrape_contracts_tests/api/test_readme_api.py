@@ -38,7 +38,7 @@ def test_readme_api_block(demo_snapshot: Path, tmp_path: Path) -> None:
     assert replies[0] == {"status": "ok", "checks": {"project_store": "ok", "dagster_instance": "ok"}}
     assert [c["name"] for c in replies[1]] == ["books", "reviews"]
     assert replies[2]["items"][0]["record"]["sku"] == "BK-0001"
-    assert replies[3]["runs"][0]["status"] == "QUEUED" and not replies[3]["replayed"]
+    assert replies[3]["runs"][0]["status"] == "SUBMITTED" and not replies[3]["replayed"]
     assert replies[4]["accepted_version"] == 2 and "data-team@example.com" in replies[4]["reviewer"]
     assert len(replies[5]["events"]) == 3
     assert replies[6]["contracts"][0]["contract"] == "books" and len(replies) == 7

@@ -85,7 +85,7 @@ def test_idempotency_key_twice_gives_one_run(sqlite_harness: Harness, site, caps
     assert len(site.requests_to("/p/1")) == 1
 
 
-def test_run_without_partition_launches_batches_once_and_waits(sqlite_harness: Harness, site, capsys,
+def test_run_without_partition_runs_batches_once(sqlite_harness: Harness, site, capsys,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     harness = sqlite_harness
     for i in range(5):
@@ -96,19 +96,15 @@ def test_run_without_partition_launches_batches_once_and_waits(sqlite_harness: H
     path.write_text(path.read_text() + "\nbatch_size: 4\n")
     monkeypatch.setenv("SCRAPE_CONTRACTS_DIR", str(harness.contracts_dir))
     args = ["--contracts-dir", str(harness.contracts_dir), "run", "shop", "--idempotency-key", "sweep-1"]
-    daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
-                              env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert main([*args, "--queue", "--wait"]) == 0
-        out = capsys.readouterr().out
-        assert "shop batch 1/2 (4 targets): queued run" in out and "shop batch 2/2 (2 targets)" in out
-        assert "shop: 6 target(s)" in out and "accepted 5" in out and "failed 1" in out
-        assert "t9: fetch failed: GET" in out and "404" in out
-        # the same key starts nothing again, queued or here
-        assert main(args) == 0
-        assert out.count("queued run") == 2 and capsys.readouterr().out.count("already started") == 2
-    finally:
-        stop_daemon(daemon)
+    # the command's default: the runs are executed here, one after the other (the queue's path is the test above)
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "shop batch 1/2 (4 targets): run" in out and "shop batch 2/2 (2 targets): run" in out
+    assert "shop: 6 target(s)" in out and "accepted 5" in out and "failed 1" in out
+    assert "t9: fetch failed: GET" in out and "404" in out
+    # the same key starts nothing again, here or through the queue
+    assert main([*args, "--queue"]) == 0
+    assert capsys.readouterr().out.count("already started") == 2
     runs = harness.instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/idempotency_key": "sweep-1"}))
     assert len(runs) == 2 and all(r.job_name == "scrape_shop_batch_job" for r in runs)
     # the step's console output has the run's progress, not a DEBUG line per event (a fifth of a big run)

@@ -33,6 +33,7 @@ MAX_POSITIONAL = 2  # ...and has at most this many nth-of-type steps
 class SelectorKind(StrEnum):
     """The shape of a synthesised selector, most stable first."""
 
+    UNCHANGED = "unchanged"  # the contract's own selector still picks exactly the element
     ATTRIBUTE = "attribute"  # a stable id or naming attribute of the element
     CLASS = "class"  # a meaningful class
     ANCHORED = "anchored"  # under a stably named ancestor
@@ -231,6 +232,8 @@ def build_selector(
     limit = ctx.policy.selector_tries if limit is None else limit
     tried = 0
     fallback: tuple[str, SelectorKind] | None = None
+    if _unchanged(ctx, cand):
+        return ctx.spec.selector, SelectorKind.UNCHANGED
     for selector, kind in _selector_candidates(ctx.after, cand.el, cand.src, cand.raw):
         ctx.after.deadline.check()
         tried += 1
@@ -248,6 +251,15 @@ def build_selector(
         if _reextracts(ctx, selector, src, cand.el, cand.value):
             return selector, kind
     return fallback
+
+
+def _unchanged(ctx: Context, cand: Candidate) -> bool:
+    """The contract's own selector picks exactly the candidate and reads its value: nothing to change (the
+    heal was asked for another field, or the page kept this part of its layout)."""
+    if ctx.old_matches != {cand.el}:
+        return False
+    _, src = split_selector(ctx.spec.selector)
+    return src == cand.src and _reextracts(ctx, ctx.spec.selector, src, cand.el, cand.value)
 
 
 def _reextracts(ctx: Context, selector: str, src: str, el: etree._Element, value: Any) -> bool:

@@ -44,8 +44,11 @@ TAG_FAMILY = {
 # Attributes that name what an element is (as opposed to how it looks).
 SEMANTIC_ATTRS = frozenset(
     "itemprop data-testid data-test data-qa data-cy data-field data-name data-role data-type data-key "
-    "data-label data-element data-component name property aria-label role for headers".split()
+    "data-label data-element data-component name property aria-label role for headers rel".split()
 )
+# link types that say how to follow a link, not what it leads to: rel="next" names the next page, a
+# rel="noopener" names nothing
+REL_HOW = frozenset("noopener noreferrer nofollow external ugc sponsored opener".split())
 STRONG_ANCHOR_ATTRS = frozenset(
     "itemprop data-testid data-test data-qa data-cy data-field data-name data-key data-element "
     "name property id".split()

@@ -68,5 +68,5 @@ def build_context(before: Page | FieldMemory, after: Page, spec: HealSpec, polic
         after=after,
         aliases=memory.aliases,
         target_identity=memory.identity,
-        target_labels=tuple(full_label(t, memory.target_raw, spec.numeric) for t in memory.targets),
+        target_labels=tuple(full_label(t, memory.target_raw, spec.type) for t in memory.targets),
     )

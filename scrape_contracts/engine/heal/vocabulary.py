@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 NUMERIC = frozenset({"number", "integer", "price"})
+DATED = frozenset({"date", "datetime"})  # read out of a longer text, like a number
 NON_CONTENT = frozenset({"script", "style", "noscript", "template"})
 NOT_CANDIDATE = frozenset(
     "html head body script style noscript template svg path br hr img input button select option "

@@ -20,6 +20,7 @@ from scrape_contracts.engine.heal.fingerprint import fingerprint_of, similarity
 from scrape_contracts.engine.heal.memory import FieldMemory
 from scrape_contracts.engine.heal.page import Page, on_one_branch, split_selector
 from scrape_contracts.engine.heal.policy import HealPolicy
+from scrape_contracts.engine.heal.positional import heal_item, row_to_keep
 from scrape_contracts.engine.heal.result import HEALED, HealResult, RefusalReason, refusal
 from scrape_contracts.engine.heal.scoring import Part, reward_unique_value
 from scrape_contracts.engine.heal.selectors import SelectorKind, build_selector
@@ -60,7 +61,15 @@ def heal_field(before: Page | FieldMemory, after: Page, spec: HealSpec, policy: 
     if still_there is not None:
         return refusal(RefusalReason.VALUE_OUT_OF_RULES, still_there, 1, located=ctx.located.value,
                        trigger=_trigger(ctx).value)
+    if spec.item is not None:
+        return heal_item(ctx)
+    row = row_to_keep(ctx)
+    if isinstance(row, HealResult):
+        return row
     found = shortlist(ctx)
+    if row is not None:
+        # a positional field whose list kept its order: only its own row can hold it
+        found.candidates = [c for c in found.candidates if c.el is row or row in c.el.iterancestors()]
     extra = {
         "located": ctx.located.value,
         "from": "page" if isinstance(before, Page) else "fingerprint",

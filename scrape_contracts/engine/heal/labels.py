@@ -8,9 +8,14 @@ from typing import TYPE_CHECKING
 
 from lxml import etree
 
+from scrape_contracts.engine.dates import without_dates
 from scrape_contracts.engine.heal.vocabulary import (
+    DATED,
     HEADINGS,
+    LETTER_WORD,
     NOT_LABEL,
+    NUMBER_TOKEN,
+    NUMERIC,
     content_words,
     jaccard,
     matching_words,
@@ -53,6 +58,20 @@ def clean_label(text: str) -> str:
     text = PUNCTUATION.sub(" ", text)
     return normalise_space(text).lower()[:LABEL_KEPT]
 
+
+
+def inline_label(raw: str, ftype: str) -> tuple[str, bool]:
+    """The words inside a number's or a date's own text, cleaned ("3 beds" -> "beds", "Last updated on 5
+    March 2024." -> "last updated on"), and whether they come before the value; ("", False) for a text
+    type, whose whole text is the value."""
+    if ftype in NUMERIC:
+        token = NUMBER_TOKEN.search(raw)
+        return clean_label(raw), bool(token and LETTER_WORD.search(raw[: token.start()]))
+    if ftype in DATED:
+        words = without_dates(raw)
+        inline = clean_label(words)
+        return inline, bool(inline) and raw.lower().startswith(words.split()[0].lower())
+    return "", False
 
 
 def label_similarity(a: str, b: str, trigram_min: float) -> float:

@@ -7,19 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
-from scrape_contracts.engine.dates import without_dates
 from scrape_contracts.engine.extract import ValueParseError
 from scrape_contracts.engine.heal.decoys import Flag, distractor_score, flags_of, identity_conflict
 from scrape_contracts.engine.heal.fingerprint import Fingerprint, similarity
-from scrape_contracts.engine.heal.labels import clean_label, label_similarity
+from scrape_contracts.engine.heal.labels import inline_label, label_similarity
 from scrape_contracts.engine.heal.page import on_one_branch
 from scrape_contracts.engine.heal.policy import AnchorScoring, HealPolicy
 from scrape_contracts.engine.heal.spec import HealSpec, same_value, specificity, value_score
 from scrape_contracts.engine.heal.vocabulary import (
-    DATED,
-    LETTER_WORD,
-    NUMBER_TOKEN,
-    NUMERIC,
     SEMANTIC_ATTRS,
     STRONG_ANCHOR_ATTRS,
     TAG_FAMILY,
@@ -84,15 +79,7 @@ def full_label(fp: Fingerprint, raw: str, ftype: str) -> str:
     """Context label plus the words inside a numeric or date text ("3 beds", "Parking: 1", "Last updated on
     5 March 2024."). A text that starts with its own label ("Parking 1 space") is labelled by that, not by
     whatever precedes it."""
-    if ftype in NUMERIC:
-        token = NUMBER_TOKEN.search(raw)
-        inline, leads = clean_label(raw), bool(token and LETTER_WORD.search(raw[: token.start()]))
-    elif ftype in DATED:
-        words = without_dates(raw)
-        inline = clean_label(words)
-        leads = bool(inline) and raw.lower().startswith(words.split()[0].lower())
-    else:
-        return fp.label
+    inline, leads = inline_label(raw, ftype)
     if not inline or len(inline) > INLINE_LABEL:
         return fp.label
     return inline if leads else f"{fp.label} {inline}".strip()

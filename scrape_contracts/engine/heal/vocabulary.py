@@ -139,8 +139,10 @@ FRAMEWORK_WORDS = frozenset(
 )
 CHROME_TOKENS = frozenset(
     "nav navbar navigation menu footer breadcrumb breadcrumbs topbar cookie cookies masthead "
-    "sitemap megamenu minicart sidebar-nav site-header site-footer announcement".split()
+    "sitemap megamenu minicart announcement".split()
 )
+# a chrome word followed by one of these names a part of the content: "page-nav-content", "menu-body"
+CONTENT_HEADS = frozenset("content main body article post entry story text prose column".split())
 
 HASH_PREFIX = re.compile(
     r"^(css|sc|jsx|emotion|svelte|styled|tw|jss|ember|ng-tns|ng-star|_ng|astro|"

@@ -241,3 +241,12 @@ def test_the_contracts_item_is_what_the_healer_reads() -> None:
     spec = HealSpec("latest", field.selector, before=TITLES[5], item=ItemRule.from_mapping(field.item))
     after = _listing([7, 6, 5, 4, 3, 2], cls="entries", row="entry")
     assert heal(_listing([5, 4, 3, 2]), after, {"latest": spec})["latest"].value == TITLES[7]
+
+
+def test_an_odd_id_or_label_reference_costs_nothing() -> None:
+    # an id holding a control character (no XPath variable can), an aria-labelledby of no id at all
+    after = BEFORE.replace('<span class="author">', '<span class="writer" id="w\x1f" aria-labelledby="\x1f">')
+    after = after.replace("post-title", "entry-title")
+    results = heal(BEFORE, after, FIELDS, page_url=PAGE_URL)
+    assert results["title"].value == TITLE
+    assert results["author"].value == "Ana Lima"

@@ -103,15 +103,11 @@ def _find_label(page: Page, el: etree._Element) -> str:
         value = el.get(attr)
         if value and LETTER.search(value):
             return value
-    ref = el.get("aria-labelledby")
-    if ref:
-        found = page.sel.root.xpath("//*[@id=$i]", i=ref.split()[0])
-        if found:
-            return page.text.get(found[0], "")
-    if el.get("id"):
-        found = page.sel.root.xpath("//label[@for=$i]", i=el.get("id"))
-        if found:
-            return page.text.get(found[0], "")
+    ref = (el.get("aria-labelledby") or "").split()
+    if ref and ref[0] in _first_by(page, "id"):
+        return page.text.get(_first_by(page, "id")[ref[0]], "")
+    if el.get("id") and el.get("id") in _first_by(page, "for"):
+        return page.text.get(_first_by(page, "for")[el.get("id")], "")
     cur = el
     for _ in range(LABEL_WRAPPERS):
         found = _adjacent_label(page, cur, cur is el)
@@ -126,6 +122,20 @@ def _find_label(page: Page, el: etree._Element) -> str:
     if el.tag == "td" or cur.tag == "td":
         return column_header(page, cur if cur.tag == "td" else el)
     return ""
+
+
+def _first_by(page: Page, attr: str) -> dict[str, etree._Element]:
+    """The first element (for ``for``: the first <label>) carrying each value of ``attr``, once per page: a
+    dictionary, not an XPath with the value as a variable (an id may hold characters XPath refuses)."""
+    key = f"labels_by_{attr}"
+    if key not in page.memo:
+        found: dict[str, etree._Element] = {}
+        for el in page.elements:
+            value = el.get(attr)
+            if value and (attr != "for" or el.tag == "label"):
+                found.setdefault(value, el)
+        page.memo[key] = found
+    return page.memo[key]
 
 
 def _adjacent_label(page: Page, el: etree._Element, own: bool) -> str:

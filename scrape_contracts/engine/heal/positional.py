@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from cssselect import HTMLTranslator
+from cssselect import SelectorError as CssSelectorError
 from lxml import etree
 
 from scrape_contracts.engine.heal.context import Context
@@ -124,7 +125,10 @@ def _key_xpath(anchor: str, tag: str, key: str | None, new: NewRows) -> str | No
     if key is None or ('"' in key and "'" in key):
         return None
     literal = f'"{key}"' if '"' not in key else f"'{key}'"
-    base = HTMLTranslator().css_to_xpath(anchor, prefix="//")
+    try:
+        base = HTMLTranslator().css_to_xpath(anchor, prefix="//")
+    except (CssSelectorError, ValueError):
+        return None
     steps = "".join(f"/{t}[{i + 1}]" for t, i in new.path)
     source = f"/@{new.src[5:]}" if new.src.startswith("attr:") else ""
     return f"{base}/{tag}[.//*[normalize-space(.)={literal}]]{steps}{source}"

@@ -130,9 +130,12 @@ def _list_of(page: Page, spec: HealSpec, row: etree._Element, target: etree._Ele
     rows = [c for c in parent if c.tag == row.tag]
     places = [follow(r, path) for r in rows]
     values = tuple(page.raw_value(el, src) if el is not None else "" for el in places)
-    typed = [v for v in values if v and page.parse(spec, v) is not UNPARSEABLE]
-    if len(typed) < MIN_ROWS:
-        return None  # one value among other things (a label and its value): not a list of items
+    alike = [r for r, v in zip(rows, values)
+             if v and page.parse(spec, v) is not UNPARSEABLE and _shape(page, r) == _shape(page, row)]
+    if len(alike) < MIN_ROWS:
+        # one value among other things (a label and its value), or the parts of a layout: not a list of
+        # items, which look alike
+        return None
     labels = [f"{label_of(page, el)} {inline_label(page.raw_value(el, src), spec.type)[0]}".strip()
               for el in places if el is not None]
     if spec.item is None and all(labels) and len(set(labels)) == len(labels):
@@ -141,9 +144,16 @@ def _list_of(page: Page, spec: HealSpec, row: etree._Element, target: etree._Ele
     return OldRows(values, rows.index(row))
 
 
+def _shape(page: Page, row: etree._Element) -> tuple:
+    """What items of one list share: tag, stable classes, and their children's tags in order."""
+    return row.tag, page.classes(row), tuple(c.tag for c in row if isinstance(c.tag, str))
+
+
 def _rows_of(page: Page, spec: HealSpec, target: etree._Element) -> list[etree._Element]:
     """The elements that may be the field's row: what each positional step of its selector picked, the
     last first; for an item rule without one, the target and its ancestors that have like siblings."""
+    if spec.item is None and spec.expected is not None:
+        return []  # the contract pins the value: wherever it moved, it is the field's
     chain = [target, *target.iterancestors()]
     steps = positional_steps(spec.selector)
     if steps:

@@ -87,19 +87,30 @@ def _item_selector(ctx: Context, new: NewRows, row: etree._Element, how: ItemPic
     container = row.getparent()
     suffix = f"::attr({new.src[5:]})" if new.src.startswith("attr:") else ""
     position = new.rows.index(row)
-    inner = [*(form for form in simple_forms(el, "") if "nth" not in form),
-             " > ".join(f"{tag}:nth-of-type({i + 1})" for tag, i in new.path)]
+    # below the row: the element's own stable form anywhere in it, else the child steps down to it
+    inner = [f" {form}" for form in simple_forms(el, "") if "nth" not in form]
+    inner.append("".join(f" > {step}" for step in _steps(row, new.path)))
     for anchor in _container_forms(ctx, container):
         if how is ItemPick.KEY:
             tries = [_key_xpath(anchor, row.tag, ctx.spec.item.key, new)]
         else:
             step = (f"{row.tag}:nth-of-type({position + 1})" if how is ItemPick.FIRST else
                     f"{row.tag}:nth-last-of-type({len(new.rows) - position})")
-            tries = [f"{anchor} > {step}" + (f" {form}" if form else "") + suffix for form in inner]
+            tries = [f"{anchor} > {step}{form}{suffix}" for form in inner]
         for selector in tries:
             if selector and _picks(ctx, selector, el, value):
                 return selector
     return None
+
+
+def _steps(row: etree._Element, path: tuple[tuple[str, int], ...]) -> list[str]:
+    """CSS steps for ``path`` below ``row``: a plain tag where it is its parent's only one of that tag."""
+    steps, cur = [], row
+    for tag, index in path:
+        same = [c for c in cur if c.tag == tag]
+        steps.append(tag if len(same) == 1 else f"{tag}:nth-of-type({index + 1})")
+        cur = same[index]
+    return steps
 
 
 def _container_forms(ctx: Context, container: etree._Element) -> list[str]:

@@ -26,6 +26,26 @@ class Rules(Strict):
         return self
 
 
+ItemPickName = Literal["first", "last", "newest", "key"]
+
+
+class Item(Strict):
+    """Which item of a list a positional field means; the healer keeps that meaning when the list moves."""
+
+    pick: ItemPickName = Field(description=(
+        "first / last: the list's first or last item; newest: the item whose one date is the newest; "
+        "key: the item holding `key` as the whole text of one of its elements."))
+    key: str | None = Field(None, min_length=1, description="The text that names the item (pick: key).")
+
+    @model_validator(mode="after")
+    def _key_with_key(self) -> Item:
+        if self.pick == "key" and self.key is None:
+            raise ValueError("pick: key needs the key, e.g. item: {pick: key, key: EUR}")
+        if self.pick != "key" and self.key is not None:
+            raise ValueError(f"a key names the item only with pick: key, not pick: {self.pick}")
+        return self
+
+
 # date/datetime: ISO 8601 strings ("2024-03-05", "2024-03-05T14:30:00+01:00"); url: an absolute http(s) URL
 FieldType = Literal["string", "number", "integer", "price", "boolean", "date", "datetime", "url"]
 NormaliseStep = Literal["lower", "upper", "casefold", "digits_only"]
@@ -49,6 +69,14 @@ class FieldSpec(Strict):
         description="Extra normalisation after whitespace is collapsed; also applied before diffing.",
     )
     rules: Rules = Field(default_factory=Rules)
+    item: Item | None = Field(None, description=(
+        "For a field read from one item of a list: which item it means (first, last, newest, or "
+        "{pick: key, key: ...}); `item: first` is short for {pick: first}."))
+
+    @field_validator("item", mode="before")
+    @classmethod
+    def _item_shorthand(cls, value: Any) -> Any:
+        return {"pick": value} if isinstance(value, str) else value
 
     @field_validator("selector")
     @classmethod

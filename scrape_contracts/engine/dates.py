@@ -74,19 +74,35 @@ def parse_datetime(text: str) -> str:
     return dt.datetime.combine(found.date, found.time).isoformat()
 
 
-def _one(text: str) -> _Found:
-    found: list[_Found] = []
-    taken: list[tuple[int, int]] = []
-    problems: list[str] = []
+def without_dates(text: str) -> str:
+    """``text`` with every date (and its time of day) it states cut out: the words around a date in a
+    sentence ("Last updated on 5 March 2024." -> "Last updated on ."), which say what the date is."""
+    spans = sorted(match.span() for _, match in _matches(text))
+    out, at = [], 0
+    for start, end in spans:
+        out.append(text[at:start])
+        at = end
+    return " ".join(part.strip() for part in [*out, text[at:]] if part.strip())
+
+
+def _matches(text: str) -> list[tuple[str, re.Match[str]]]:
+    """(order, match) of each date in ``text``; "2024-03-05" is not also read as some other format."""
+    found: list[tuple[str, re.Match[str]]] = []
     for order, pattern in _PATTERNS:
         for match in pattern.finditer(text):
-            if any(start < match.end() and match.start() < end for start, end in taken):
-                continue  # "2024-03-05" is not also read as some other format
-            taken.append(match.span())
-            try:
-                found.append(_read(order, match))
-            except DateParseError as exc:
-                problems.append(str(exc))
+            if not any(m.start() < match.end() and match.start() < m.end() for _, m in found):
+                found.append((order, match))
+    return found
+
+
+def _one(text: str) -> _Found:
+    found: list[_Found] = []
+    problems: list[str] = []
+    for order, match in _matches(text):
+        try:
+            found.append(_read(order, match))
+        except DateParseError as exc:
+            problems.append(str(exc))
     distinct = {(f.date, f.time) for f in found}
     if problems:
         raise DateParseError(problems[0])

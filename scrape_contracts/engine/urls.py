@@ -36,9 +36,9 @@ def parse_url(text: str, base_url: str | None) -> str:
             raise UrlParseError(f"{text!r} is not a link")
         if not base_url:
             raise UrlParseError(f"relative link {text!r} and no page URL to resolve it against")
-    resolved = urljoin(base_url or "", text)
     try:
-        parts = urlsplit(resolved)
+        # urljoin splits both: a malformed host ("https://[::ffff:192.168.0.1") raises there
+        parts = urlsplit(urljoin(base_url or "", text))
         port = parts.port
     except ValueError as exc:
         raise UrlParseError(f"{text!r} is not a valid link ({exc})") from None
@@ -56,7 +56,11 @@ def parse_url(text: str, base_url: str | None) -> str:
 
 
 def page_base(page_url: str | None, base_href: str | None) -> str | None:
-    """The URL relative links of a page resolve against: its ``<base href>`` (resolved), else its URL."""
+    """The URL relative links of a page resolve against: its ``<base href>`` (resolved), else its URL. A
+    ``<base href>`` that is no valid address is ignored, as a browser ignores it."""
     if base_href and base_href.strip():
-        return urljoin(page_url or "", base_href.strip()) or page_url
+        try:
+            return urljoin(page_url or "", base_href.strip()) or page_url
+        except ValueError:
+            return page_url
     return page_url

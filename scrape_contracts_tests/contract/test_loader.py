@@ -114,3 +114,27 @@ def test_derived_schema_and_expected_values(tmp_path: Path) -> None:
     assert schema["required"] == ["sku"]
     assert schema["properties"]["price"]["type"] == ["number", "null"]
     assert contract.expected_for("p1") == {"sku": "A-1"}
+
+
+ITEMS = """
+name: listing
+targets: [https://blog.example/]
+fields:
+  latest: {selector: "ul.posts li:first-child a", item: first}
+  gbp: {selector: "table.rates tr:nth-of-type(3) td", type: number, item: {pick: key, key: GBP}}
+  newest: {selector: "ul.posts li a", item: {pick: newest}}
+"""
+
+
+def test_item_rules_load_and_their_mistakes_are_named(tmp_path: Path) -> None:
+    write(tmp_path, "good.yaml", ITEMS)
+    (contract,) = [c.contract for c in load_contracts(tmp_path).contracts]
+    assert contract.fields["latest"].item.pick == "first"
+    assert (contract.fields["gbp"].item.pick, contract.fields["gbp"].item.key) == ("key", "GBP")
+    bad = ITEMS.replace("item: first", "item: oldest").replace("{pick: key, key: GBP}", "{pick: key}")
+    write(tmp_path, "good.yaml", bad.replace("{pick: newest}", "{pick: newest, key: x}"))
+    errors = {e.field: e.message for e in load_contracts(tmp_path).errors}
+    assert set(errors) == {"fields.latest.item.pick", "fields.gbp.item", "fields.newest.item"}
+    assert "'first', 'last', 'newest' or 'key'" in errors["fields.latest.item.pick"]
+    assert "pick: key needs the key" in errors["fields.gbp.item"]
+    assert "only with pick: key" in errors["fields.newest.item"]

@@ -20,6 +20,10 @@ For each field (``decision.heal_field``):
    fingerprint. Otherwise refuse with a ``RefusalReason`` and the evidence.
 5. ``selectors``: build a stable selector, check it matches exactly that element, and re-extract the value.
 
+A positional field (its selector picks by place, ``li:first-child``; or its contract names an ``item``) is
+judged by ``rows`` and ``positional`` first: it heals only within its own row of a list that kept its
+order, or to the item the contract names, never to its last value in a row that moved.
+
 A field that was shown text is never healed to an invisible copy of it (a meta tag): such copies only
 confirm a shown value. JSON-LD is evidence only: the extractor reads element text or attributes and cannot
 descend into a JSON document, so a selector into a ``<script>`` would not extract the value.
@@ -42,7 +46,7 @@ from scrape_contracts.engine.heal.names import is_unstable_token
 from scrape_contracts.engine.heal.page import Deadline, Page, Texts
 from scrape_contracts.engine.heal.policy import DEFAULT_POLICY, HealPolicy
 from scrape_contracts.engine.heal.result import HEALED, HealResult, RefusalReason, refusal
-from scrape_contracts.engine.heal.spec import HealSpec
+from scrape_contracts.engine.heal.spec import HealSpec, ItemPick, ItemRule
 from scrape_contracts.engine.limits import DEFAULT_LIMITS, LimitExceeded, Limits
 from scrape_contracts.engine.select import SelectorError
 
@@ -134,6 +138,8 @@ __all__ = [
     "HealPolicy",
     "HealResult",
     "HealSpec",
+    "ItemPick",
+    "ItemRule",
     "MIN_MARGIN",
     "MIN_SCORE",
     "RefusalReason",

@@ -13,6 +13,7 @@ from scrape_contracts.engine.heal.locate import Located
 from scrape_contracts.engine.heal.memory import FieldMemory, PageRecall, Recall, StoredRecall, memory_of
 from scrape_contracts.engine.heal.page import Page, select_elements, split_selector
 from scrape_contracts.engine.heal.policy import HealPolicy
+from scrape_contracts.engine.heal.rows import OldRows
 from scrape_contracts.engine.heal.scoring import full_label
 from scrape_contracts.engine.heal.spec import HealSpec
 from scrape_contracts.engine.heal.vocabulary import content_words, expand_synonyms, head_words
@@ -37,6 +38,7 @@ class Context:
     aliases: tuple[Fingerprint, ...] = ()  # same value elsewhere on the last good page: weaker targets
     target_identity: frozenset[str] = frozenset()
     target_labels: tuple[str, ...] = ()  # scoring.full_label of each target
+    rows: OldRows | None = None  # a positional field's list on the last good page
 
 
 def build_context(before: Page | FieldMemory, after: Page, spec: HealSpec, policy: HealPolicy) -> Context:
@@ -68,5 +70,6 @@ def build_context(before: Page | FieldMemory, after: Page, spec: HealSpec, polic
         after=after,
         aliases=memory.aliases,
         target_identity=memory.identity,
-        target_labels=tuple(full_label(t, memory.target_raw, spec.numeric) for t in memory.targets),
+        target_labels=tuple(full_label(t, memory.target_raw, spec.type) for t in memory.targets),
+        rows=memory.rows,
     )

@@ -20,11 +20,12 @@ from scrape_contracts.engine.heal.fingerprint import fingerprint_of, similarity
 from scrape_contracts.engine.heal.memory import FieldMemory
 from scrape_contracts.engine.heal.page import Page, on_one_branch, split_selector
 from scrape_contracts.engine.heal.policy import HealPolicy
+from scrape_contracts.engine.heal.positional import heal_item, row_to_keep
 from scrape_contracts.engine.heal.result import HEALED, HealResult, RefusalReason, refusal
 from scrape_contracts.engine.heal.scoring import Part, reward_unique_value
 from scrape_contracts.engine.heal.selectors import SelectorKind, build_selector
 from scrape_contracts.engine.heal.shortlist import Shortlist, shortlist
-from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec, same_value
+from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec, same_value, specificity
 from scrape_contracts.engine.heal.vocabulary import DIGIT
 
 SCORE_DECIMALS = 4  # scores and confidences in the evidence
@@ -60,7 +61,15 @@ def heal_field(before: Page | FieldMemory, after: Page, spec: HealSpec, policy: 
     if still_there is not None:
         return refusal(RefusalReason.VALUE_OUT_OF_RULES, still_there, 1, located=ctx.located.value,
                        trigger=_trigger(ctx).value)
+    if spec.item is not None:
+        return heal_item(ctx)
+    row = row_to_keep(ctx)
+    if isinstance(row, HealResult):
+        return row
     found = shortlist(ctx)
+    if row is not None:
+        # a positional field whose list kept its order: only its own row can hold it
+        found.candidates = [c for c in found.candidates if c.el is row or row in c.el.iterancestors()]
     extra = {
         "located": ctx.located.value,
         "from": "page" if isinstance(before, Page) else "fingerprint",
@@ -98,7 +107,7 @@ def _judge(ctx: Context, found: Shortlist, extra: dict[str, Any]) -> HealResult:
     reward_unique_value(spec, candidates, policy)
     candidates.sort(key=lambda c: (-c.score, ctx.after.index[c.el]))
     best = _pick_in_slot(candidates, policy)
-    runner = _runner_up(candidates, best)
+    runner = _runner_up(candidates, best, spec, policy)
     runner_info = None
     if runner is not None:
         score = round(runner.score, SCORE_DECIMALS)
@@ -265,9 +274,16 @@ def _with_review(ctx: Context, info: dict, best: Candidate, runner: Candidate | 
     return info
 
 
-def _runner_up(candidates: list[Candidate], best: Candidate) -> Candidate | None:
-    """Best candidate that is another place on the page (not a wrapper of, or inside, the best)."""
+def _runner_up(candidates: list[Candidate], best: Candidate, spec: HealSpec,
+               policy: HealPolicy) -> Candidate | None:
+    """Best candidate that is another answer: another place on the page (not a wrapper of, or inside, the
+    best) with another value. A specific value printed twice (a title in a header bar and a footer bar, a
+    price in a sticky bar) is one answer; a short one ("3") in two places is a coincidence, and which of
+    them is the field a guess."""
+    specific = specificity(spec, best.raw, policy.value) >= policy.value.specific
     for cand in candidates[1:]:
+        if specific and same_value(cand.value, best.value):
+            continue
         nested = (
             cand.slot is best.slot or on_one_branch(cand.slot, best.slot) or on_one_branch(cand.el, best.el)
         )

@@ -5,6 +5,7 @@ candidates that resemble, or carry the name of, another element of the old page.
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import lru_cache
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -14,12 +15,14 @@ from scrape_contracts.engine.heal.fingerprint import similarity
 from scrape_contracts.engine.heal.labels import clean_label, heading_of, label_of
 from scrape_contracts.engine.heal.vocabulary import (
     CHROME_TOKENS,
+    CONTENT_HEADS,
     NUMBER_TOKEN,
     RELATED_HEADING,
     RELATED_TOKENS,
     STRIKE_LABEL,
     STRIKE_TAGS,
     STRIKE_TOKENS,
+    words_of,
 )
 
 if TYPE_CHECKING:
@@ -173,12 +176,45 @@ def _own_section_flags(page: Page, node: etree._Element) -> frozenset[Flag]:
     if (
         tag in ("nav", "footer")
         or node.get("role") in ("navigation", "contentinfo", "banner")
-        or tokens & CHROME_TOKENS
+        or tokens & CHROME_TOKENS and any(chrome_name(name) for name in _names_of(node))
     ):
         flags.add(Flag.CHROME)
-    if tag == "header" and not any(a.tag in ("main", "article") for a in node.iterancestors()):
+    if (
+        tag == "header"
+        and not any(a.tag in ("main", "article") for a in node.iterancestors())
+        and not _holds_title(page, node)
+    ):
         flags.add(Flag.CHROME)
     return frozenset(flags)
+
+
+def _names_of(node: etree._Element) -> list[str]:
+    """The names ``Page.context_words`` reads, one by one: each class, the id, naming attributes."""
+    names = (node.get("class") or "").split()
+    names += [v for a, v in node.attrib.items()
+              if a == "id" or a.startswith("data-") or a in ("aria-label", "role")]
+    return names
+
+
+@lru_cache(maxsize=1 << 14)  # pure; the same class names recur on every page of a site
+def chrome_name(name: str) -> bool:
+    """A name of page chrome: a chrome word not followed by a word for content ("site-nav", "navbar",
+    "nav-links"; not "page-nav-content", "menu-body", "breadcrumb-main", whose subject is the content)."""
+    words = words_of(name)
+    for i, word in enumerate(words):
+        if word in CHROME_TOKENS and not any(later in CONTENT_HEADS for later in words[i + 1:]):
+            return True
+    return False
+
+
+def _holds_title(page: Page, header: etree._Element) -> bool:
+    """A header holding the page's own heading, not just a linked site name: a page hero, content."""
+    for h1 in header.iter("h1"):
+        text = page.text.get(h1, "")
+        linked = " ".join(page.text.get(a, "") for a in h1.iter("a"))
+        if text and len(linked) < len(text):
+            return True
+    return False
 
 
 def in_link_list(page: Page, el: etree._Element) -> bool:

@@ -8,9 +8,14 @@ from typing import TYPE_CHECKING
 
 from lxml import etree
 
+from scrape_contracts.engine.dates import without_dates
 from scrape_contracts.engine.heal.vocabulary import (
+    DATED,
     HEADINGS,
+    LETTER_WORD,
     NOT_LABEL,
+    NUMBER_TOKEN,
+    NUMERIC,
     content_words,
     jaccard,
     matching_words,
@@ -55,6 +60,20 @@ def clean_label(text: str) -> str:
 
 
 
+def inline_label(raw: str, ftype: str) -> tuple[str, bool]:
+    """The words inside a number's or a date's own text, cleaned ("3 beds" -> "beds", "Last updated on 5
+    March 2024." -> "last updated on"), and whether they come before the value; ("", False) for a text
+    type, whose whole text is the value."""
+    if ftype in NUMERIC:
+        token = NUMBER_TOKEN.search(raw)
+        return clean_label(raw), bool(token and LETTER_WORD.search(raw[: token.start()]))
+    if ftype in DATED:
+        words = without_dates(raw)
+        inline = clean_label(words)
+        return inline, bool(inline) and raw.lower().startswith(words.split()[0].lower())
+    return "", False
+
+
 def label_similarity(a: str, b: str, trigram_min: float) -> float:
     """Word overlap (synonyms and stems count), or trigram overlap of at least ``trigram_min``."""
     if not a or not b:
@@ -84,15 +103,11 @@ def _find_label(page: Page, el: etree._Element) -> str:
         value = el.get(attr)
         if value and LETTER.search(value):
             return value
-    ref = el.get("aria-labelledby")
-    if ref:
-        found = page.sel.root.xpath("//*[@id=$i]", i=ref.split()[0])
-        if found:
-            return page.text.get(found[0], "")
-    if el.get("id"):
-        found = page.sel.root.xpath("//label[@for=$i]", i=el.get("id"))
-        if found:
-            return page.text.get(found[0], "")
+    ref = (el.get("aria-labelledby") or "").split()
+    if ref and ref[0] in _first_by(page, "id"):
+        return page.text.get(_first_by(page, "id")[ref[0]], "")
+    if el.get("id") and el.get("id") in _first_by(page, "for"):
+        return page.text.get(_first_by(page, "for")[el.get("id")], "")
     cur = el
     for _ in range(LABEL_WRAPPERS):
         found = _adjacent_label(page, cur, cur is el)
@@ -107,6 +122,20 @@ def _find_label(page: Page, el: etree._Element) -> str:
     if el.tag == "td" or cur.tag == "td":
         return column_header(page, cur if cur.tag == "td" else el)
     return ""
+
+
+def _first_by(page: Page, attr: str) -> dict[str, etree._Element]:
+    """The first element (for ``for``: the first <label>) carrying each value of ``attr``, once per page: a
+    dictionary, not an XPath with the value as a variable (an id may hold characters XPath refuses)."""
+    key = f"labels_by_{attr}"
+    if key not in page.memo:
+        found: dict[str, etree._Element] = {}
+        for el in page.elements:
+            value = el.get(attr)
+            if value and (attr != "for" or el.tag == "label"):
+                found.setdefault(value, el)
+        page.memo[key] = found
+    return page.memo[key]
 
 
 def _adjacent_label(page: Page, el: etree._Element, own: bool) -> str:

@@ -30,6 +30,7 @@ from scrape_contracts.engine.heal.fingerprint import (
 )
 from scrape_contracts.engine.heal.locate import Located, find_aliases, locate_targets
 from scrape_contracts.engine.heal.page import Page, select_elements, split_selector
+from scrape_contracts.engine.heal.rows import OldRows, old_rows
 from scrape_contracts.engine.heal.spec import HealSpec
 from scrape_contracts.engine.heal.vocabulary import DIGIT, TAG_FAMILY
 
@@ -61,6 +62,7 @@ class FieldMemory:
     identity: frozenset[str] = frozenset()  # names of the field's own elements
     foreign: frozenset[str] = frozenset()  # names that belonged to (at most a few) other elements
     twins: tuple[Twin, ...] = ()  # non-target elements holding short texts, most like the field first
+    rows: OldRows | None = None  # a positional field's list (``rows``)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +72,8 @@ class FieldMemory:
             "flags": sorted(f.value for f in self.flags), "identity": sorted(self.identity),
             "foreign": sorted(self.foreign),
             "twins": [[t.raw, fingerprint_to_json(t.fp)] for t in self.twins],
+            "rows": None if self.rows is None else {"values": list(self.rows.values),
+                                                    "index": self.rows.index},
         }
 
     @staticmethod
@@ -86,9 +90,16 @@ class FieldMemory:
                 flags=frozenset(Flag(f) for f in raw["flags"]), identity=frozenset(raw["identity"]),
                 foreign=frozenset(raw["foreign"]),
                 twins=tuple(Twin(str(r), fingerprint_from_json(fp)) for r, fp in raw["twins"]),
+                rows=_rows_from_json(raw.get("rows")),  # memories stored before positional fields: none
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"damaged fingerprint: {exc}") from None
+
+
+def _rows_from_json(raw: Any) -> OldRows | None:
+    if raw is None:
+        return None
+    return OldRows(tuple(str(v) for v in raw["values"]), int(raw["index"]))
 
 
 class Recall(Protocol):
@@ -178,6 +189,7 @@ def memory_of(page: Page, spec: HealSpec, *, full: bool = True
         aliases=tuple(fingerprint_of(page, el, src) for el, src in aliases),
         flags=frozenset().union(*(flags_of(page, el) for el in target_els)),
         identity=frozenset().union(*(page.identity(el) for el in (*target_els, *alias_els))),
+        rows=old_rows(page, spec, *targets[0]) if targets else None,
     )
     if not full:
         return memory, target_els, alias_els

@@ -11,6 +11,7 @@ from lxml import etree
 from scrape_contracts.engine.heal.vocabulary import (
     FRAMEWORK_WORDS,
     HASH_PREFIX,
+    REL_HOW,
     SEMANTIC_ATTRS,
     STOP,
     UTILITY_CLASS,
@@ -107,6 +108,8 @@ def semantic_of(attributes: tuple[tuple[str, str], ...]) -> frozenset[tuple[str,
     for attr, value in attributes:
         if attr in SEMANTIC_ATTRS or (attr.startswith("data-") and attr not in ("data-reactid",)):
             value = normalise_space(value)
+            if attr == "rel" and (not value or set(value.split()) & REL_HOW):
+                continue
             if attr.startswith("data-") and attr not in SEMANTIC_ATTRS and not re.search(r"[A-Za-z]", value):
                 continue  # data-price="19.99": a value, not a name
             if stable_attr_value(value):

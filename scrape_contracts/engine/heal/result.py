@@ -23,6 +23,8 @@ class RefusalReason(StrEnum):
     AMBIGUOUS = "ambiguous"  # the runner-up is too close to the best
     NO_STABLE_SELECTOR = "no_stable_selector"  # no stable selector matches exactly the chosen element
     NO_LAST_GOOD = "no_last_good"  # neither the last good page nor a stored fingerprint of the field
+    ITEM_MOVED = "item_moved"  # a positional field's list changed order or grew: its place holds another item
+    ITEM_NOT_FOUND = "item_not_found"  # the item the contract names (first, last, newest, key) is not found
 
 
 HEALED = "healed"  # evidence["reason"] of a heal

@@ -10,13 +10,11 @@ from lxml import etree
 from scrape_contracts.engine.extract import ValueParseError
 from scrape_contracts.engine.heal.decoys import Flag, distractor_score, flags_of, identity_conflict
 from scrape_contracts.engine.heal.fingerprint import Fingerprint, similarity
-from scrape_contracts.engine.heal.labels import clean_label, label_similarity
+from scrape_contracts.engine.heal.labels import inline_label, label_similarity
 from scrape_contracts.engine.heal.page import on_one_branch
 from scrape_contracts.engine.heal.policy import AnchorScoring, HealPolicy
 from scrape_contracts.engine.heal.spec import HealSpec, same_value, specificity, value_score
 from scrape_contracts.engine.heal.vocabulary import (
-    LETTER_WORD,
-    NUMBER_TOKEN,
     SEMANTIC_ATTRS,
     STRONG_ANCHOR_ATTRS,
     TAG_FAMILY,
@@ -77,24 +75,20 @@ def anchor_score(ctx: Context, fp: Fingerprint) -> float:
     return best
 
 
-def full_label(fp: Fingerprint, raw: str, numeric: bool) -> str:
-    """Context label plus the words inside a numeric text ("3 beds", "Parking: 1"). A text that starts with
-    its own label ("Parking 1 space") is labelled by that, not by whatever precedes it."""
-    if not numeric:
-        return fp.label
-    inline = clean_label(raw)
+def full_label(fp: Fingerprint, raw: str, ftype: str) -> str:
+    """Context label plus the words inside a numeric or date text ("3 beds", "Parking: 1", "Last updated on
+    5 March 2024."). A text that starts with its own label ("Parking 1 space") is labelled by that, not by
+    whatever precedes it."""
+    inline, leads = inline_label(raw, ftype)
     if not inline or len(inline) > INLINE_LABEL:
         return fp.label
-    token = NUMBER_TOKEN.search(raw)
-    if token and LETTER_WORD.search(raw[: token.start()]):
-        return inline
-    return f"{fp.label} {inline}".strip()
+    return inline if leads else f"{fp.label} {inline}".strip()
 
 
 def label_score(ctx: Context, fp: Fingerprint, raw: str) -> float:
     """Similarity to the old element's label, or a label naming the field."""
     scoring = ctx.policy.anchors
-    label = full_label(fp, raw, ctx.spec.numeric)
+    label = full_label(fp, raw, ctx.spec.type)
     if not label:
         return 0.0
     best = 0.0
@@ -115,7 +109,7 @@ def label_score(ctx: Context, fp: Fingerprint, raw: str) -> float:
 def label_conflict(ctx: Context, fp: Fingerprint, raw: str) -> float:
     """1.0 when the candidate is labelled, the old element was labelled, and the labels name different
     things ("Living area" where "Year built" was): a name that differs is evidence against."""
-    words = content_words(full_label(fp, raw, ctx.spec.numeric))
+    words = content_words(full_label(fp, raw, ctx.spec.type))
     if not words or matching_words(words, ctx.field_words):
         return 0.0
     labels = [label for label in ctx.target_labels if content_words(label)]

@@ -33,6 +33,7 @@ MAX_POSITIONAL = 2  # ...and has at most this many nth-of-type steps
 class SelectorKind(StrEnum):
     """The shape of a synthesised selector, most stable first."""
 
+    UNCHANGED = "unchanged"  # the contract's own selector still picks exactly the element
     ATTRIBUTE = "attribute"  # a stable id or naming attribute of the element
     CLASS = "class"  # a meaningful class
     ANCHORED = "anchored"  # under a stably named ancestor
@@ -57,7 +58,7 @@ def _meaningful(cls: str) -> bool:
     return not UTILITY_CLASS.match(cls) and bool(content_words(cls) or len(cls) >= MEANINGFUL_CLASS)
 
 
-def _simple_forms(el: etree._Element, value_text: str) -> list[str]:
+def simple_forms(el: etree._Element, value_text: str) -> list[str]:
     """Single-step CSS for one element, most stable first."""
     forms: list[str] = []
     tag = el.tag
@@ -92,7 +93,7 @@ def _attr_rank(attr: str) -> int:
     return order.index(attr) if attr in order else len(order) + (attr == "aria-label") + (attr == "role") * 2
 
 
-def _anchor_forms(el: etree._Element) -> list[str]:
+def anchor_forms(el: etree._Element) -> list[str]:
     forms: list[str] = []
     stable_id = stable_id_of(el)
     if stable_id:
@@ -118,12 +119,12 @@ def _selector_candidates(
 ) -> Iterator[tuple[str, SelectorKind]]:
     """(selector, kind) in order of preference; the caller verifies each."""
     suffix = f"::attr({src[5:]})" if src.startswith("attr:") else ""
-    own = _simple_forms(el, raw)
+    own = simple_forms(el, raw)
     for form in own:
         yield form + suffix, SelectorKind.ATTRIBUTE if "[" in form or "#" in form else SelectorKind.CLASS
     ancestors = [a for a in el.iterancestors() if a.tag not in ("html",)][:ANCHOR_ANCESTORS]
     for anc in ancestors:
-        for anchor in _anchor_forms(anc):
+        for anchor in anchor_forms(anc):
             for form in own or [el.tag]:
                 yield f"{anchor} {form}{suffix}", SelectorKind.ANCHORED
             if not own:
@@ -135,12 +136,12 @@ def _selector_candidates(
     while prev is not None and not isinstance(prev.tag, str):
         prev = prev.getprevious()
     if prev is not None:
-        for anchor in _anchor_forms(prev) + (
+        for anchor in anchor_forms(prev) + (
             [prev.tag] if prev.tag in ("h1", "h2", "h3", "label", "dt", "th") else []
         ):
             yield f"{anchor} + {el.tag}{suffix}", SelectorKind.SIBLING
     for anc in ancestors:
-        for anchor in _anchor_forms(anc):
+        for anchor in anchor_forms(anc):
             yield f"{anchor} {el.tag}{suffix}", SelectorKind.ANCHORED
     yield from ((s + suffix, SelectorKind.POSITIONAL) for s in _positional(el, ancestors))
 
@@ -201,7 +202,7 @@ def _descend(top: etree._Element, el: etree._Element) -> str | None:
 def _positional(el: etree._Element, ancestors: list[etree._Element]) -> Iterator[str]:
     """Last resort: a stable ancestor plus at most two nth-of-type steps."""
     for depth, anc in enumerate(ancestors[:POSITIONAL_DEPTH]):
-        anchors = _anchor_forms(anc)
+        anchors = anchor_forms(anc)
         if not anchors:
             continue
         chain: list[etree._Element] = [el]
@@ -231,6 +232,8 @@ def build_selector(
     limit = ctx.policy.selector_tries if limit is None else limit
     tried = 0
     fallback: tuple[str, SelectorKind] | None = None
+    if _unchanged(ctx, cand):
+        return ctx.spec.selector, SelectorKind.UNCHANGED
     for selector, kind in _selector_candidates(ctx.after, cand.el, cand.src, cand.raw):
         ctx.after.deadline.check()
         tried += 1
@@ -242,15 +245,24 @@ def build_selector(
             continue
         # a selector that on the old page picks some other element describes that element, not ours
         if ctx.recall.picks_other(element_sel):
-            if fallback is None and _reextracts(ctx, selector, src, cand.el, cand.value):
+            if fallback is None and reextracts(ctx, selector, src, cand.el, cand.value):
                 fallback = (selector, kind)
             continue
-        if _reextracts(ctx, selector, src, cand.el, cand.value):
+        if reextracts(ctx, selector, src, cand.el, cand.value):
             return selector, kind
     return fallback
 
 
-def _reextracts(ctx: Context, selector: str, src: str, el: etree._Element, value: Any) -> bool:
+def _unchanged(ctx: Context, cand: Candidate) -> bool:
+    """The contract's own selector picks exactly the candidate and reads its value: nothing to change (the
+    heal was asked for another field, or the page kept this part of its layout)."""
+    if ctx.old_matches != {cand.el}:
+        return False
+    _, src = split_selector(ctx.spec.selector)
+    return src == cand.src and reextracts(ctx, ctx.spec.selector, src, cand.el, cand.value)
+
+
+def reextracts(ctx: Context, selector: str, src: str, el: etree._Element, value: Any) -> bool:
     """What the extractor reads with ``selector`` (whose element part matched only ``el``) is ``value``."""
     try:
         ctx.after.budget.check(selector)

@@ -6,12 +6,42 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 from scrape_contracts.engine.extract import ValueParseError, parse_value
 from scrape_contracts.engine.heal.policy import HealPolicy, ValueScoring
 from scrape_contracts.engine.heal.vocabulary import NUMBER_TOKEN, NUMERIC, jaccard, trigrams
 from scrape_contracts.engine.limits import DEFAULT_LIMITS, Limits
+
+
+class ItemPick(StrEnum):
+    """Which item of a list a positional field means (the contract's ``item``)."""
+
+    FIRST = "first"  # the first item of the list
+    LAST = "last"  # the last item
+    NEWEST = "newest"  # the item whose date is the newest (each item shows one date)
+    KEY = "key"  # the item holding ``key`` as the whole text of one of its elements
+
+
+@dataclass(frozen=True)
+class ItemRule:
+    """What identifies the item a positional field reads from."""
+
+    pick: ItemPick
+    key: str | None = None
+
+    @staticmethod
+    def from_mapping(raw: Any) -> ItemRule | None:
+        """From ``"first"``, ``{"pick": "key", "key": "EUR"}`` or the contract's ``Item`` (its ``pick`` and
+        ``key``)."""
+        if raw is None or isinstance(raw, ItemRule):
+            return raw
+        if isinstance(raw, str):
+            return ItemRule(ItemPick(raw))
+        pick, key = (raw.get("pick"), raw.get("key")) if isinstance(raw, Mapping) else (raw.pick, raw.key)
+        return ItemRule(ItemPick(pick), None if key is None else str(key))
+
 
 EPSILON = 1e-9  # float noise: 19.99 parsed twice is the same value
 UNPARSEABLE = object()  # a memoised "this text is not a value of the type"
@@ -33,6 +63,7 @@ class HealSpec:
     maximum: float | None = None
     max_change_pct: float | None = None  # None: the policy's default guard applies
     expected: Any = None
+    item: ItemRule | None = None  # a positional field: which item of its list it means
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "normalise", tuple(self.normalise))
@@ -42,7 +73,7 @@ class HealSpec:
     @staticmethod
     def from_mapping(name: str, raw: Mapping[str, Any]) -> HealSpec:
         """From ``{"selector", "before", "type", "pattern", "normalise", "min", "max", "max_change_pct",
-        "expected"}``; the rule keys may also sit under ``"rules"`` (a contract field's layout)."""
+        "expected", "item"}``; the rule keys may also sit under ``"rules"`` (a contract field's layout)."""
         rules = raw.get("rules") or {}
 
         def pick(key: str) -> Any:
@@ -60,6 +91,7 @@ class HealSpec:
             maximum=pick("max"),
             max_change_pct=float(pct) if pct is not None else None,
             expected=pick("expected"),
+            item=ItemRule.from_mapping(raw.get("item")),
         )
 
     @property

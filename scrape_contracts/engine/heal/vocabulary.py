@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 NUMERIC = frozenset({"number", "integer", "price"})
+DATED = frozenset({"date", "datetime"})  # read out of a longer text, like a number
 NON_CONTENT = frozenset({"script", "style", "noscript", "template"})
 NOT_CANDIDATE = frozenset(
     "html head body script style noscript template svg path br hr img input button select option "
@@ -44,8 +45,11 @@ TAG_FAMILY = {
 # Attributes that name what an element is (as opposed to how it looks).
 SEMANTIC_ATTRS = frozenset(
     "itemprop data-testid data-test data-qa data-cy data-field data-name data-role data-type data-key "
-    "data-label data-element data-component name property aria-label role for headers".split()
+    "data-label data-element data-component name property aria-label role for headers rel".split()
 )
+# link types that say how to follow a link, not what it leads to: rel="next" names the next page, a
+# rel="noopener" names nothing
+REL_HOW = frozenset("noopener noreferrer nofollow external ugc sponsored opener".split())
 STRONG_ANCHOR_ATTRS = frozenset(
     "itemprop data-testid data-test data-qa data-cy data-field data-name data-key data-element "
     "name property id".split()
@@ -135,8 +139,10 @@ FRAMEWORK_WORDS = frozenset(
 )
 CHROME_TOKENS = frozenset(
     "nav navbar navigation menu footer breadcrumb breadcrumbs topbar cookie cookies masthead "
-    "sitemap megamenu minicart sidebar-nav site-header site-footer announcement".split()
+    "sitemap megamenu minicart announcement".split()
 )
+# a chrome word followed by one of these names a part of the content: "page-nav-content", "menu-body"
+CONTENT_HEADS = frozenset("content main body article post entry story text prose column".split())
 
 HASH_PREFIX = re.compile(
     r"^(css|sc|jsx|emotion|svelte|styled|tw|jss|ember|ng-tns|ng-star|_ng|astro|"

@@ -45,6 +45,7 @@ def engine_limits() -> Limits:
         selector_max_cost=_positive_int(SETTINGS["selector_max_cost"], default.selector_max_cost),
         heal_timeout_s=_positive_float(SETTINGS["heal_timeout_s"], default.heal_timeout_s),
         heal_max_elements=_positive_int(SETTINGS["heal_max_elements"], default.heal_max_elements),
+        list_max_items=_positive_int(SETTINGS["list_max_items"], default.list_max_items),
     )
 
 

@@ -235,7 +235,8 @@ class Harness:
         """destinations.yaml with one webhook, ``hook``, that posts to ``receiver`` signed with ${HOOK_SECRET}."""
         return self.write("destinations.yaml", f"""
             destinations:
-              hook: {{type: webhook, url: "{receiver.url}/hook", secret: "${{HOOK_SECRET}}"}}
+              hook: {{type: webhook, url: "{receiver.url}/hook", secret: "${{HOOK_SECRET}}",
+                     allow_private_addresses: true}}
             """)
 
     def write_product_contract(self, name: str, urls: dict[str, str] | None = None, *, dynamic: bool = False,

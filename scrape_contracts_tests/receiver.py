@@ -28,9 +28,12 @@ class Received:
 class Receiver:
     """``receiver.script(503, 503, 200)`` answers the next three POSTs so (then 200 for ever)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.received: list[Received] = []
         self.hold_seconds = 0.0  # wait this long before answering (a slow receiver; a sender killed meanwhile)
+        self.answer_bytes = 0  # a body of this many bytes instead of {"ok": ...} (a hostile receiver)
+        self.drip_seconds = 0.0  # send the body one byte at a time, this long apart
+        self.written: list[int] = []  # body bytes each answer got out before the sender hung up
         self._script: deque[tuple[int, dict[str, str]]] = deque()
         self._lock = threading.Lock()
         receiver = self
@@ -45,6 +48,8 @@ class Receiver:
                                                       body))
                     status, headers = receiver._script.popleft() if receiver._script else (200, {})
                 answer = b'{"ok": true}' if status < 300 else b'{"ok": false}'
+                if receiver.answer_bytes:
+                    answer = b"x" * receiver.answer_bytes
                 deadline = time.monotonic() + receiver.hold_seconds
                 while time.monotonic() < deadline and receiver.hold_seconds:
                     time.sleep(0.05)
@@ -53,12 +58,26 @@ class Receiver:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
-                self.wfile.write(answer)
+                receiver.written.append(self._write(answer))
+
+            def _write(self, answer: bytes) -> int:
+                step = 1 if receiver.drip_seconds else 1 << 16
+                written = 0
+                try:
+                    for start in range(0, len(answer), step):
+                        self.wfile.write(answer[start:start + step])
+                        self.wfile.flush()
+                        written += len(answer[start:start + step])
+                        if receiver.drip_seconds:
+                            time.sleep(receiver.drip_seconds)
+                except OSError:  # the sender hung up
+                    self.close_connection = True
+                return written
 
             def log_message(self, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server = ThreadingHTTPServer((host, 0), _Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)

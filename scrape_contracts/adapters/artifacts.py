@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import itertools
@@ -15,6 +16,32 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 # token) and a count (threads; next() on it is atomic under the GIL)
 _TOKEN = secrets.token_hex(4)
 _WRITES = itertools.count()
+
+
+class PageStorageError(OSError):
+    """A page could not be stored; one line that names the folder and what to do, never the temporary file.
+
+    ``kind``: ``no_space`` (the device is full, or a quota is reached) or ``page_storage`` (anything else the
+    file system refused). Transient: the same page can be stored once the cause is fixed."""
+
+    transient = True
+
+    def __init__(self, kind: str, message: str, code: int | None) -> None:
+        super().__init__(code, message)
+        self.kind = kind
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _storage_error(exc: OSError, root: Path) -> PageStorageError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return PageStorageError("no_space", f"no space left on the device holding the pages ({root}): free "
+                                "space there or point SCRAPE_CONTRACTS_ARTIFACTS_DIR elsewhere", exc.errno)
+    reason = exc.strerror or type(exc).__name__
+    return PageStorageError("page_storage", f"could not store the page in {root}: {reason} "
+                            "(check SCRAPE_CONTRACTS_ARTIFACTS_DIR and its permissions)", exc.errno)
 
 
 class ArtifactStore:
@@ -41,7 +68,10 @@ class ArtifactStore:
         # files 13% larger (27% of the page instead of 24%); measured on the benchmark's pages
         blob = gzip.compress(data, compresslevel=1)
         # write-then-rename: a crash never leaves a truncated page under a valid name
-        fd, tmp = _new_file(path)
+        try:
+            fd, tmp = _new_file(path)
+        except OSError as exc:
+            raise _storage_error(exc, self.root) from None
         try:
             try:
                 view = memoryview(blob)
@@ -50,6 +80,9 @@ class ArtifactStore:
             finally:
                 os.close(fd)
             os.replace(tmp, path)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            raise _storage_error(exc, self.root) from None
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

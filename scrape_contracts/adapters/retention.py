@@ -28,13 +28,16 @@ def _latest_accepted() -> sa.Subquery:
 
 
 def pages_to_keep(engine: Engine, since: dt.datetime, *, last_accepted: bool) -> set[str]:
-    """sha256 of the pages of accepted versions and of open (pending, quarantined) candidates created since
-    ``since``; with ``last_accepted`` also each target's newest accepted page, however old."""
+    """sha256 of the pages of accepted versions and of pending candidates created since ``since``, and of
+    every quarantined candidate however old (a review may still accept it, and its page is then the last
+    accepted one a heal reads); with ``last_accepted`` also each target's newest accepted page, however old."""
     recent_accepted = sa.select(accepted.c.page_sha256).where(accepted.c.created_at >= since)
-    recent_open = sa.select(candidates.c.page_sha256).where(candidates.c.created_at >= since,
-                                                            candidates.c.status.in_(OPEN_STATUSES))
+    recent_pending = sa.select(candidates.c.page_sha256).where(candidates.c.created_at >= since,
+                                                               candidates.c.status == CandidateStatus.PENDING)
+    in_review = sa.select(candidates.c.page_sha256).where(candidates.c.status == CandidateStatus.QUARANTINED)
     with engine.connect() as conn:
-        keep = set(conn.execute(recent_accepted).scalars()) | set(conn.execute(recent_open).scalars())
+        keep = set(conn.execute(recent_accepted).scalars()) | set(conn.execute(recent_pending).scalars())
+        keep |= set(conn.execute(in_review).scalars())
         if last_accepted:
             keep |= set(conn.execute(sa.select(_latest_accepted().c.page_sha256)).scalars())
     return {sha for sha in keep if sha}

@@ -15,6 +15,10 @@
         bot_token: ${TELEGRAM_BOT_TOKEN}
         chat_id: "-1001234567890"
 
+Every destination is delivered to through the same address guard as fetching (loopback, private and
+link-local addresses refused after DNS, cloud metadata always); ``allow_private_addresses: true`` on one
+destination lets it reach a receiver on this machine or the local network.
+
 Secrets are written only as ``${ENV}`` references: the file can be committed. They are read from the
 environment when a message is sent, so a missing variable fails that delivery with a message naming it
 instead of breaking the code location. The names are checked when the contracts load (``unknown_names``):
@@ -29,7 +33,7 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from scrape_contracts.contract import safe_yaml
 
@@ -39,6 +43,13 @@ if TYPE_CHECKING:
 FILE_NAME = "destinations.yaml"
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_ANY_ENV_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+# headers that carry a credential by their name; their value must come from the environment
+_CREDENTIAL_HEADER = re.compile(r"auth|token|secret|key|cookie|passw|session|signature", re.IGNORECASE)
+# a long run of token characters mixing letters and digits: what an API key or a bearer token looks like
+_TOKEN_LIKE = re.compile(r"(?=[A-Za-z0-9+/_.=-]*[0-9])(?=[A-Za-z0-9+/_.=-]*[A-Za-z])[A-Za-z0-9+/_.=-]{20,}")
+MAX_HEADER_VALUE = 4096
 
 
 class DestinationError(ValueError):
@@ -64,9 +75,27 @@ def resolve(value: str) -> str:
     return found
 
 
+def _header_problem(name: str, value: str) -> str | None:
+    """Why a destination header may not be declared so, or None."""
+    if not _HEADER_NAME.match(name):
+        return f"header name {name[:40]!r} is not a valid HTTP header name"
+    if len(value) > MAX_HEADER_VALUE or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return f"header {name!r}: a value is at most {MAX_HEADER_VALUE} characters, without control characters"
+    literal = _ANY_ENV_REF.sub("", value)
+    if _CREDENTIAL_HEADER.search(name) and literal == value:
+        return (f"header {name!r} carries a credential: write it as an environment reference such as "
+                f'"Bearer ${{MY_TOKEN}}", not a literal value (destinations.yaml is meant to be committed)')
+    if _TOKEN_LIKE.search(literal):
+        return (f"header {name!r} holds what looks like a literal secret: take it from the environment "
+                "(${MY_TOKEN}) instead")
+    return None
+
+
 class _Destination(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = ""
+    # a receiver on this machine or the local network (tests, a sidecar): the address guard lets it through
+    allow_private_addresses: bool = False
 
 
 class WebhookDestination(_Destination):
@@ -86,7 +115,15 @@ class WebhookDestination(_Destination):
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not value.startswith("${") and not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError(f"url must be an http(s) URL, not {value!r}")
+            raise ValueError(f"url must be an http(s) URL, not {value[:100]!r}")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_without_literal_secrets(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = [p for p in (_header_problem(k, v) for k, v in value.items()) if p]
+        if problems:
+            raise ValueError("; ".join(problems))
         return value
 
 
@@ -119,6 +156,17 @@ class TelegramDestination(_Destination):
     @classmethod
     def _chat_id_text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @model_validator(mode="after")
+    def _api_url_over_https(self) -> TelegramDestination:
+        # the bot token travels in the path of every request to api_url: only over TLS, to a host that
+        # names itself (http only for a stand-in receiver the destination explicitly allows on this machine)
+        schemes = "https?" if self.allow_private_addresses else "https"
+        if not re.match(rf"^{schemes}://[^\s/?#@]+/?$", self.api_url):
+            raise ValueError(f"api_url must be an https:// URL of the Bot API's host, such as "
+                             f"https://api.telegram.org, not {self.api_url[:100]!r} (http only with "
+                             "allow_private_addresses: true, for a receiver on this machine)")
+        return self
 
 
 Destination = Annotated[WebhookDestination | SlackDestination | TelegramDestination, Field(discriminator="type")]

@@ -173,13 +173,17 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
                 last_progress = time.monotonic()
                 context.log.info(f"{stats.total}/{len(targets)} targets done ({stats.pages_per_second:.1f}/s): "
                                  + ", ".join(f"{k} {v}" for k, v in sorted(stats.counts.items())))
-        stats = runner.stats
+        stats, summary = runner.stats, runner.summary()
+        if summary.targets_failed:
+            context.log.warning(summary.line())  # each cause once, however many targets it failed
         yield dg.AssetObservation(asset_key=candidate_key(name), metadata={
             "stage": Stage.BATCH_SUMMARY.value, "targets": len(targets), "seconds": round(stats.seconds, 3),
             "pages_per_second": round(stats.pages_per_second, 1),
             "outcomes": dg.MetadataValue.json(dict(stats.counts)),
             "unchanged": dg.MetadataValue.json(unchanged),
             "failures": dg.MetadataValue.json(failures),
+            "failed": summary.failed, "targets_failed": summary.targets_failed,
+            "failure_causes": dg.MetadataValue.json([c.as_dict() for c in summary.causes]),
             "skipped": dg.MetadataValue.json(skipped),
         })
 

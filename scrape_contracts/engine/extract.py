@@ -190,7 +190,19 @@ def extract_record(html: str | parsel.Selector, fields: Mapping[str, FieldLike],
     root = parse_html(html) if isinstance(html, str) else html
     base_url = base_of(root, page_url) if any(f.type == "url" for f in fields.values()) else page_url
     budget = SelectorBudget(root, limits.selector_max_cost)  # measures the page once, for every field
-    chosen = {name: (selectors or {}).get(name) or spec.selector for name, spec in fields.items()}
+    return extract_fields(root, fields, chosen_selectors(fields, selectors), budget=budget, base_url=base_url,
+                          limits=limits)
+
+
+def chosen_selectors(fields: Mapping[str, FieldLike], selectors: Mapping[str, str] | None) -> dict[str, str]:
+    """field → the selector in force: the override (a healed selector) or the spec's."""
+    return {name: (selectors or {}).get(name) or spec.selector for name, spec in fields.items()}
+
+
+def extract_fields(root: parsel.Selector, fields: Mapping[str, FieldLike], chosen: Mapping[str, str], *,
+                   budget: SelectorBudget, base_url: str | None, limits: Limits = DEFAULT_LIMITS) -> Extraction:
+    """One record read from ``root`` (a page, or an item of a list) with what the caller measured once:
+    the selectors in force, the budget and the base links resolve against."""
     shared = SharedSteps(root, chosen.values())
     record: dict[str, Any] = {}
     raw: dict[str, str | None] = {}

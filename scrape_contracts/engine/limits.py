@@ -15,6 +15,7 @@ SETTINGS = {
     "selector_max_cost": "SCRAPE_CONTRACTS_SELECTOR_MAX_COST",
     "heal_timeout_s": "SCRAPE_CONTRACTS_HEAL_TIMEOUT_S",
     "heal_max_elements": "SCRAPE_CONTRACTS_HEAL_MAX_ELEMENTS",
+    "list_max_items": "SCRAPE_CONTRACTS_LIST_MAX_ITEMS",
 }
 
 
@@ -30,6 +31,8 @@ class Limits:
     heal_timeout_s: float = 30.0
     # elements of the new page the healer will search; a bigger page is refused up front
     heal_max_elements: int = 100_000
+    # items of one list target, over all its pages; a target with more is refused before its fields are read
+    list_max_items: int = 100_000
 
 
 DEFAULT_LIMITS = Limits()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-from scrape_contracts.engine.extract import FieldLike, FieldProblem, base_of, extract_record
+from scrape_contracts.engine.extract import FieldLike, FieldProblem, base_of, chosen_selectors, extract_fields
 from scrape_contracts.engine.limits import DEFAULT_LIMITS, LimitExceeded, Limits
 from scrape_contracts.engine.select import SelectorBudget, parse_html, select
 
@@ -67,23 +67,36 @@ def record_key(record: Mapping[str, Any], key_fields: Sequence[str]) -> str:
 def extract_records(document: str, fields: Mapping[str, FieldLike], selectors: Mapping[str, str],
                     item_selector: str, key_fields: Sequence[str], *, limits: Limits = DEFAULT_LIMITS,
                     page_url: str | None = None) -> ListExtraction:
-    """Every item of every page: its fields read inside it (``selectors`` override the specs')."""
+    """Every item of every page: its fields read inside it (``selectors`` override the specs').
+
+    The work is linear in the items: each page is measured once, an item's selectors are estimated on the
+    item (``SelectorBudget.within``) and all of a page's items share its selector budget. A target with more
+    than ``limits.list_max_items`` items is refused (a ``limit_exceeded`` problem on ``@item``)."""
     records: list[dict[str, Any]] = []
     failures: dict[str, int] = {name: 0 for name in fields}
     problems: list[FieldProblem] = []
     pages = split_pages(document, page_url)
-    for url, html in pages:
+    chosen = chosen_selectors(fields, selectors)
+    for number, (url, html) in enumerate(pages, start=1):
         root = parse_html(html)
+        budget = SelectorBudget(root, limits.selector_max_cost)
         try:
-            items = select(root, item_selector, SelectorBudget(root, limits.selector_max_cost))
+            items = [item for item in select(root, item_selector, budget)
+                     if not isinstance(item.root, str)]  # a text or attribute match is not an item
+            if len(records) + len(items) > limits.list_max_items:
+                raise LimitExceeded("list_max_items", limits.list_max_items,
+                                    f"the target has more than {limits.list_max_items:,} items "
+                                    f"({len(records) + len(items):,} on its first {number} page(s))")
         except LimitExceeded as exc:
-            problem = FieldProblem("@item", "limit_exceeded", str(exc))
-            return ListExtraction((), (problem,), len(pages), 0, failures)
-        base = base_of(root, url)
+            return _refused(exc, len(pages), failures)
+        base = base_of(root, url) if any(f.type == "url" for f in fields.values()) else url
         for item in items:
-            if isinstance(item.root, str):
-                continue  # a text or attribute match is not an item
-            extraction = extract_record(item, fields, selectors, limits=limits, page_url=base)
+            extraction = extract_fields(item, fields, chosen, budget=budget.within(item), base_url=base,
+                                        limits=limits)
+            if budget.exhausted:
+                # the check that crossed the page's budget is this item's last limit_exceeded problem
+                spent = next(p for p in reversed(extraction.problems) if p.kind == "limit_exceeded")
+                return _refused(spent.message, len(pages), failures)
             for problem in extraction.problems:
                 failures[problem.field] += 1
             record = dict(extraction.record)
@@ -99,6 +112,11 @@ def extract_records(document: str, fields: Mapping[str, FieldLike], selectors: M
                 problems.append(FieldProblem(
                     name, "no_match", f"selector {shown!r} failed on {failed} of {len(records)} items", failed))
     return ListExtraction(tuple(records), tuple(problems), len(pages), len(records), failures)
+
+
+def _refused(reason: LimitExceeded | str, pages: int, failures: dict[str, int]) -> ListExtraction:
+    """No set at all: a bound was hit, and a part of the list is not the list."""
+    return ListExtraction((), (FieldProblem("@item", "limit_exceeded", str(reason)),), pages, 0, failures)
 
 
 def set_document(records: Sequence[Mapping[str, Any]], dropped: Sequence[Mapping[str, Any]] = (),

@@ -19,7 +19,7 @@ from lxml import etree
 from parsel.csstranslator import css2xpath
 
 from scrape_contracts.engine.limits import LimitExceeded
-from scrape_contracts.engine.xpath_cost import PageShape, selector_cost, split_steps, step_cost
+from scrape_contracts.engine.xpath_cost import PageShape, selector_cost, split_steps, stays_inside, step_cost
 
 _NON_CONTENT = ("script", "style", "noscript", "template")
 # parsel binds EXSLT's regular expressions (re:test, re:match, re:replace), which lxml runs with Python's
@@ -69,25 +69,54 @@ class SelectorBudget:
     libxml2 cannot stop an XPath once started, so the bound is on the estimate (``xpath_cost``): the page's
     node and attribute counts first (two cheap counts), and only when a selector looks costly with those
     alone, its real depth and fan-out (one walk over the page).
+
+    ``within(item)`` gives the budget of selectors run from one element of the page (a list's item): one
+    that stays inside the item is estimated on the item's own counts, any other on the page's, measured
+    once for all items; and every item's selectors draw on the page's one ``max_cost`` together, so many
+    items each running a whole-page selector end in the limit instead of a page-sized walk per item.
     """
 
-    def __init__(self, root: parsel.Selector, max_cost: float) -> None:
+    def __init__(self, root: parsel.Selector, max_cost: float, *, page: SelectorBudget | None = None) -> None:
         self.root = root
         self.max_cost = max_cost
+        self._page = page
         self._shape: PageShape | None = None
         self._measured = False
+        self.spent = 0.0  # estimated visits charged by the budgets ``within`` gave (a page's items)
+
+    def within(self, element: parsel.Selector) -> SelectorBudget:
+        return SelectorBudget(element, self.max_cost, page=self)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent > self.max_cost
 
     def shape(self, measured: bool = False) -> PageShape:
         tree = self.root.root
         if self._shape is None:
-            self._shape = PageShape(nodes=int(tree.xpath("count(//node())")),
-                                    attributes=int(tree.xpath("count(//@*)")))
+            counts = _ITEM_COUNTS if self._page is not None else _PAGE_COUNTS
+            self._shape = PageShape(nodes=int(counts[0](tree)), attributes=int(counts[1](tree)))
         if measured and not self._measured:
             self._shape, self._measured = page_shape(tree, self._shape), True
         return self._shape
 
-    def check(self, selector: str) -> None:
+    def check(self, selector: str) -> float:
+        """The selector's estimated cost, or LimitExceeded when it is over the budget."""
         xpath = compile_selector(selector)
+        page = self._page
+        estimating = self if page is None or stays_inside(xpath) else page
+        cost = estimating.estimate(selector, xpath, self.root.root)
+        if page is not None:
+            page.spent += cost
+            if page.exhausted:
+                shape = page.shape()
+                raise LimitExceeded("selector_max_cost", f"{self.max_cost:.3g}",
+                                    f"the selectors run inside the items would cost about {page.spent:.3g} node "
+                                    f"visits together on this page ({shape.nodes:,} nodes; selector "
+                                    f"{selector!r} was next), so the rest were not run")
+        return cost
+
+    def estimate(self, selector: str, xpath: str, context: etree._Element) -> float:
         shape = self.shape()
         # the estimate only grows with the counts: rounded up to powers of two, it bounds this page's and is
         # shared by every page of about the same size (an estimate costs ~0.1 ms, a cache hit nothing)
@@ -97,23 +126,23 @@ class SelectorBudget:
         if cost > self.max_cost:
             cost = selector_cost(xpath, self.shape(measured=True))
         if cost > self.max_cost:
-            cost = self._stepwise_cost(xpath)
+            cost = self._stepwise_cost(xpath, context)
         if cost > self.max_cost:
             shape = self.shape()
             raise LimitExceeded("selector_max_cost", f"{self.max_cost:.3g}",
                                 f"selector {selector!r} would cost about {cost:.3g} node visits on this page "
                                 f"({shape.nodes:,} nodes, {shape.depth} deep), so it was not run")
+        return cost
 
-
-    def _stepwise_cost(self, xpath: str) -> float:
+    def _stepwise_cost(self, xpath: str, context: etree._Element) -> float:
         """The estimate again, step by step from the nodes each step really kept: the whole-page estimate
         assumes every element passes every test, which is far off for ``//dt[.='Price']/following-sibling::dd``
-        on a page with one dt. Each prefix runs only after its own estimate passed."""
+        on a page with one dt. Each prefix runs (from ``context``) only after its own estimate passed."""
         steps = split_steps(xpath)
         if not steps:
             return float("inf")
         shape = self.shape(measured=True)
-        nodes: list = [self.root.root]
+        nodes: list = [context]
         total, prefix = 0.0, ""
         for i, step in enumerate(steps):
             if not all(isinstance(getattr(n, "tag", None), str) for n in nodes):
@@ -122,8 +151,13 @@ class SelectorBudget:
             if total > self.max_cost or i == len(steps) - 1:
                 return total
             prefix += step
-            nodes = self.root.root.xpath(prefix)
+            nodes = context.xpath(prefix)
         return total
+
+
+# (nodes, attributes) of the whole document, and of one element's subtree
+_PAGE_COUNTS = (etree.XPath("count(//node())"), etree.XPath("count(//@*)"))
+_ITEM_COUNTS = (etree.XPath("count(descendant-or-self::node())"), etree.XPath("count(descendant-or-self::*/@*)"))
 
 
 def _pow2(count: int) -> int:

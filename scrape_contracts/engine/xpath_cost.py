@@ -36,6 +36,9 @@ _AXES = frozenset({
 })
 # functions whose node-set argument is not turned into strings (no text is read)
 _NO_TEXT = frozenset({"count", "name", "local-name", "namespace-uri", "boolean", "not", "last", "position"})
+# axes that leave the subtree of the node a path starts from (the context node's own siblings and ancestors)
+_LEAVING = frozenset({"ancestor", "ancestor-or-self", "following", "following-sibling", "parent", "preceding",
+                      "preceding-sibling"})
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ class _Estimator:
         self.tokens = tokens
         self.i = 0
         self.shape = shape
+        self.leaves = False  # whether some path can reach a node outside the context node's subtree
 
     def peek(self, offset: int = 0) -> tuple[str, str]:
         j = self.i + offset
@@ -160,6 +164,7 @@ class _Estimator:
     def path(self, ctx: float) -> _Val:
         kind, value = self.peek()
         if (kind, value) in (("op", "/"), ("op", "//")):
+            self.leaves = True
             return self.location(ctx, absolute=True)
         if kind in ("literal", "number", "var") or (kind, value) == ("op", "(") or (
                 kind == "name" and self.peek(1) == ("op", "(") and value not in _NODE_TYPES):
@@ -192,6 +197,7 @@ class _Estimator:
         self.expect(")")
         if value == "id" or value.startswith("set:"):  # functions that return nodes
             pairs = ctx * self.shape.n
+            self.leaves = self.leaves or value == "id"
         return _Val(work, pairs, min(pairs, self.shape.n), self.shape.d)
 
     def filtered(self, visited: float) -> float:
@@ -259,6 +265,7 @@ class _Estimator:
                 raise _Unparsed(value)
         if axis == "attribute":
             text = 1.0
+        self.leaves = self.leaves or axis in _LEAVING
         visited_before = work
         work, state = self.axis(axis, state, work, ctx)
         visited = work - visited_before
@@ -317,6 +324,21 @@ def selector_cost(xpath: str, shape: PageShape) -> float:
         # not understood: assume the worst that one nesting level per bracket could cost
         nesting = 1 + xpath.count("[") + xpath.count("(")
         return float(max(1, shape.nodes)) ** min(nesting, 6)
+
+
+@lru_cache(maxsize=4096)
+def stays_inside(xpath: str) -> bool:
+    """Whether ``xpath`` only reaches nodes inside the subtree of the node it runs from (self, child,
+    descendant and attribute axes, no absolute path, no ``id()``), so its cost is bounded by that subtree's
+    shape: a list item's field selectors are estimated on the item, not on the whole page again."""
+    try:
+        estimator = _Estimator(_cached_tokens(xpath), PageShape(nodes=1))
+        estimator.expr(1.0)
+        if estimator.peek()[0] != "end":
+            return False
+        return not estimator.leaves
+    except (_Unparsed, IndexError, RecursionError):
+        return False
 
 
 def split_steps(xpath: str) -> list[str] | None:

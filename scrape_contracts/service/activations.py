@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from scrape_contracts import settings
 from scrape_contracts.adapters.destinations import (
-    DeliveryPolicy, DeliveryResult, DeliveryStatus, DestinationError, Destinations, OutgoingEvent, deliver,
+    DeliveryClient, DeliveryPolicy, DeliveryResult, DeliveryStatus, DestinationError, Destinations, OutgoingEvent, deliver,
     request_for,
 )
 from scrape_contracts.adapters.outbox import Delivery, OutboxRow, event_id
@@ -185,12 +183,12 @@ def undelivered(store: ProjectStore, rows: Sequence[OutboxRow], contracts: Mappi
 
 def deliver_rows(store: ProjectStore, rows: Sequence[OutboxRow], contracts: Mapping[str, LoadedContract],
                  destinations: Destinations, *, run_id: str = "", replay: bool = False,
-                 policy: DeliveryPolicy = DeliveryPolicy(), client: httpx.Client | None = None,
+                 policy: DeliveryPolicy = DeliveryPolicy(), client: DeliveryClient | None = None,
                  sleep: Callable[[float], None] | None = None) -> list[Sent]:
     """Send every message of ``rows`` not delivered yet (and, with ``replay``, the dead ones again)."""
     outbox = store.outbox()
     own_client = client is None
-    client = client or httpx.Client()
+    client = client or DeliveryClient()
     sent: list[Sent] = []
     try:
         for row in rows:
@@ -207,7 +205,7 @@ def deliver_rows(store: ProjectStore, rows: Sequence[OutboxRow], contracts: Mapp
     return sent
 
 
-def _send(outbox, message: Message, destinations: Destinations, client: httpx.Client, policy: DeliveryPolicy,
+def _send(outbox, message: Message, destinations: Destinations, client: DeliveryClient, policy: DeliveryPolicy,
           sleep: Callable[[float], None] | None, run_id: str) -> Sent:
     destination = destinations.get(message.destination)
     if destination is None:

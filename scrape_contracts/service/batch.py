@@ -32,11 +32,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from scrape_contracts.adapters.artifacts import ArtifactStore
-from scrape_contracts.adapters.store import ProjectStore, SelectorVersion
+from scrape_contracts.adapters.store import ProjectStore, SelectorVersion, StoreUnavailable, unavailable
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.service import gate, scrape
 from scrape_contracts.service.breaker import HostBreaker
+from scrape_contracts.service.batch_summary import BatchSummary, summarise
 from scrape_contracts.service.records import (
     FetchFailure, Previous, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
 )
@@ -313,12 +314,17 @@ class BatchRunner:
         self.force = force
         self.reextract = reextract  # work on each target's last fetched page instead of fetching
         self.stats = BatchStats()
+        self.failures: list[FetchFailure] = []
         self._selectors = store.current_selectors(self.contract.name, self.contract.selectors())
         self._controls: list[Any] = []
 
+    def summary(self) -> BatchSummary:
+        """The batch so far: counts, failed targets and each cause once (``batch_summary``)."""
+        return summarise(self.stats.total, self.stats.counts, self.failures)
+
     def run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
         """Scrape ``targets``; yields each chunk of outcomes after it is committed to the store."""
-        self.stats = BatchStats()
+        self.stats, self.failures = BatchStats(), []
         names = [t.partition for t in targets]
         previous = scrape.previous_all(self.store, self.contract.name, names)
         states = self.store.states(self.contract.name)
@@ -415,9 +421,17 @@ class BatchRunner:
 
     def _commit(self, items: list[_Item]) -> list[TargetOutcome]:
         results = [i.result for i in items if isinstance(i.result, ScrapeResult)]
-        recorded = iter(gate.record_results(self.store, results, self.run_id, self.loaded) if results else [])
-        self.store.record_failures(self.contract.name, [(i.target.partition, i.failure.message)
-                                                        for i in items if i.failure is not None])
+        try:
+            recorded = iter(gate.record_results(self.store, results, self.run_id, self.loaded) if results else [])
+            self.store.record_failures(self.contract.name, [(i.target.partition, i.failure.message)
+                                                            for i in items if i.failure is not None])
+        except Exception as exc:
+            down = unavailable(exc, self.store.engine.url.render_as_string(hide_password=True))
+            if down is None:
+                raise
+            # one line for the run's failure: every chunk committed before this one is kept
+            raise StoreUnavailable(f"{down} — stopped after {self.stats.total} target(s) were committed; "
+                                   "run the batch again once it answers") from None
         outcomes = []
         for item in items:
             if isinstance(item.result, ScrapeResult):
@@ -426,6 +440,8 @@ class BatchRunner:
                 outcome = TargetOutcome(item.target.partition, item.target.url, story, result, rec)
             else:
                 outcome = TargetOutcome(item.target.partition, item.target.url, item.story, failure=item.failure)
+                if item.failure is not None:
+                    self.failures.append(item.failure)
             self.stats.add(outcome)
             outcomes.append(outcome)
         return outcomes

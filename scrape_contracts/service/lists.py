@@ -96,8 +96,9 @@ def validate(loaded: LoadedContract, extracted: Extracted, emit: Emit) -> Valida
 
 
 def heal_triggers(validated: Validated) -> list[str]:
-    """The item selector or fields broken on most items: missing values on a few records are data."""
-    return sorted({p.field for p in validated.extracted.problems})
+    """The item selector or fields broken on most items: missing values on a few records are data. A set
+    refused for a bound (``limit_exceeded``: too many items, too costly) is not a broken selector."""
+    return sorted({p.field for p in validated.extracted.problems if p.kind != "limit_exceeded"})
 
 
 def changes_of(loaded: LoadedContract, document: dict[str, Any], previous: Previous | None

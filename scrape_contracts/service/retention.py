@@ -3,8 +3,9 @@
 Policy (``RetentionPolicy``, configured by ``SCRAPE_CONTRACTS_RETENTION_DAYS`` and
 ``SCRAPE_CONTRACTS_RETENTION_KEEP_LAST``, or the job's run config):
 
-- the pages of accepted versions and of candidates still open (waiting for review, or between a check
-  and its accept) are kept ``keep_days`` days after they were fetched (default 30);
+- the pages of accepted versions and of pending candidates (between a check and its accept) are kept
+  ``keep_days`` days after they were fetched (default 30); a quarantined candidate's page is kept until
+  its review decides, however long that takes (accepted, it is the target's newest accepted page);
 - each target's newest accepted page is kept whatever its age while ``keep_last_accepted`` (default on):
   an unchanged page answered with a 304 and re-extraction after a contract edit read it. Off, it goes
   too, and healing works from the element fingerprints stored when the record was accepted;

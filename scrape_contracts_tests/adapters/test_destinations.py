@@ -5,17 +5,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from scrape_contracts.adapters.destinations import (
-    DeliveryPolicy, DeliveryStatus, DestinationError, OutgoingEvent, SignatureError, deliver, event_id,
+    DeliveryClient, DeliveryPolicy, DeliveryStatus, DestinationError, OutgoingEvent, SignatureError, deliver, event_id,
     load_destinations, request_for, verify,
 )
 from scrape_contracts.contract.destinations import parse_destinations
 from scrape_contracts_tests.receiver import Receiver
 
 SECRET = "s3cret-for-tests"
+LOCAL = {"allow_private_addresses": True}  # the receiver is on 127.0.0.1
 
 
 def _event(**extra: object) -> OutgoingEvent:
@@ -29,9 +29,10 @@ def _event(**extra: object) -> OutgoingEvent:
 
 def _destinations(receiver: Receiver) -> dict:
     return parse_destinations({"destinations": {
-        "hook": {"type": "webhook", "url": receiver.url + "/hook", "secret": "${TEST_HOOK_SECRET}"},
-        "slack": {"type": "slack", "url": "${TEST_SLACK_URL}"},
-        "tg": {"type": "telegram", "bot_token": "${TEST_TG_TOKEN}", "chat_id": -100123, "api_url": receiver.url},
+        "hook": {"type": "webhook", "url": receiver.url + "/hook", "secret": "${TEST_HOOK_SECRET}", **LOCAL},
+        "slack": {"type": "slack", "url": "${TEST_SLACK_URL}", **LOCAL},
+        "tg": {"type": "telegram", "bot_token": "${TEST_TG_TOKEN}", "chat_id": -100123, "api_url": receiver.url,
+               **LOCAL},
     }})
 
 
@@ -60,7 +61,7 @@ def receiver(monkeypatch: pytest.MonkeyPatch):
 
 def test_a_webhook_carries_the_event_id_and_a_signature_the_receiver_verifies(receiver: Receiver) -> None:
     event = _event()
-    with httpx.Client() as client:
+    with DeliveryClient() as client:
         result = deliver(request_for(_destinations(receiver)["hook"], event), client)
     assert result.status is DeliveryStatus.DELIVERED and len(result.attempts) == 1
     got = receiver.received[0]
@@ -77,7 +78,7 @@ def test_a_webhook_carries_the_event_id_and_a_signature_the_receiver_verifies(re
 def test_503_twice_then_200_is_delivered_on_the_third_attempt_with_the_backoff(receiver: Receiver) -> None:
     receiver.script(503, (503, {"Retry-After": "7"}), 200)
     clock = _Clock()
-    with httpx.Client() as client:
+    with DeliveryClient() as client:
         result = deliver(request_for(_destinations(receiver)["hook"], _event()), client, sleep=clock.sleep, clock=clock)
     assert result.status is DeliveryStatus.DELIVERED
     assert [a.status for a in result.attempts] == [503, 503, 200]
@@ -88,7 +89,7 @@ def test_503_twice_then_200_is_delivered_on_the_third_attempt_with_the_backoff(r
 def test_a_4xx_is_final_at_once_and_every_failure_gives_up_after_three_attempts(receiver: Receiver) -> None:
     receiver.script(400)
     clock = _Clock()
-    with httpx.Client() as client:
+    with DeliveryClient() as client:
         dead = deliver(request_for(_destinations(receiver)["hook"], _event()), client, sleep=clock.sleep, clock=clock)
         assert dead.status is DeliveryStatus.DEAD and [a.status for a in dead.attempts] == [400]
         assert "HTTP 400" in dead.reason and clock.waits == []
@@ -100,9 +101,10 @@ def test_a_4xx_is_final_at_once_and_every_failure_gives_up_after_three_attempts(
 def test_a_receiver_that_is_down_is_retried_and_the_error_shows_no_secret(receiver: Receiver) -> None:
     url = receiver.url
     receiver.close()  # nothing listens there any more
-    destination = parse_destinations({"destinations": {"slack": {"type": "slack", "url": "${TEST_SLACK_URL}"}}})
+    destination = parse_destinations({"destinations": {"slack": {"type": "slack", "url": "${TEST_SLACK_URL}",
+                                                                 **LOCAL}}})
     clock = _Clock()
-    with httpx.Client() as client:
+    with DeliveryClient() as client:
         result = deliver(request_for(destination["slack"], _event()), client,
                          DeliveryPolicy(timeout_s=2), sleep=clock.sleep, clock=clock)
     assert result.status is DeliveryStatus.DEAD and len(result.attempts) == 3
@@ -113,7 +115,7 @@ def test_a_receiver_that_is_down_is_retried_and_the_error_shows_no_secret(receiv
 def test_slack_gets_an_incoming_webhook_payload_with_a_link(receiver: Receiver) -> None:
     """Stand-in for hooks.slack.com: an incoming webhook takes a JSON POST with `text` (and optional
     `blocks` of mrkdwn sections), where links are written <url|text> and &, <, > are escaped."""
-    with httpx.Client() as client:
+    with DeliveryClient() as client:
         assert deliver(request_for(_destinations(receiver)["slack"], _event()), client).status is DeliveryStatus.DELIVERED
     got = receiver.received[0]
     assert got.path == "/services/T000/B000/XXXX" and got.headers["content-type"] == "application/json"
@@ -128,7 +130,7 @@ def test_slack_gets_an_incoming_webhook_payload_with_a_link(receiver: Receiver) 
 def test_telegram_gets_send_message_in_html_parse_mode(receiver: Receiver) -> None:
     """Stand-in for api.telegram.org: POST /bot<token>/sendMessage with JSON chat_id, text, parse_mode HTML;
     in HTML mode only a few tags are allowed, so values are escaped."""
-    with httpx.Client() as client:
+    with DeliveryClient() as client:
         assert deliver(request_for(_destinations(receiver)["tg"], _event()), client).status is DeliveryStatus.DELIVERED
     got = receiver.received[0]
     assert got.path == "/bot123456:ABCdef/sendMessage"

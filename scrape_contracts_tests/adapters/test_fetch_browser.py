@@ -7,6 +7,8 @@ fresh browser context of that browser.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import json
 import threading
 import time
@@ -251,3 +253,73 @@ def test_one_browser_renders_at_most_max_pages_at_once(shop: FixtureSite) -> Non
     pages, launches = asyncio.run(render_all())
     assert all(DEAL["title"] in page.html for page in pages)
     assert launches == 1 and now["most"] == 2
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid → (parent pid, command line) of every process visible in /proc."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                found[int(entry)] = (parent, cmdline.read().replace(b"\0", b" ").decode(errors="replace"))
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+    return found
+
+
+def _descendants(processes: dict[int, tuple[int, str]], root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in processes.items():
+        children.setdefault(parent, []).append(pid)
+    found, stack = set(), [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.add(child)
+            stack.append(child)
+    return found
+
+
+def test_a_crashed_renderer_is_a_named_transient_failure_and_the_browser_renders_on(shop: FixtureSite) -> None:
+    # a renderer killed while the page renders, as the kernel kills one whose page's script ate the memory
+    # (a real memory-eating page takes gigabytes and tens of seconds to get there on this machine)
+    shop.set_page("/hog", "<html><body><p>loading</p><script>fetch('/loaded')</script></body></html>")
+    shop.set_page("/loaded", "ok")
+    before = _descendants(_processes(), os.getpid())
+    fetcher = _fetcher(shop, wait_for=".never", timeout_s=60)
+    outcome: list[BaseException] = []
+
+    def render() -> None:
+        try:
+            fetcher.fetch(shop.url("/hog"))
+        except BaseException as exc:  # noqa: BLE001 (handed to the test's thread)
+            outcome.append(exc)
+
+    thread = threading.Thread(target=render)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not shop.requests_to("/loaded"):
+            assert time.monotonic() < deadline and thread.is_alive(), "the page never rendered"
+            time.sleep(0.05)
+        processes = _processes()
+        renderers = [pid for pid in _descendants(processes, os.getpid()) - before
+                     if "--type=renderer" in processes[pid][1]]
+        assert renderers
+        for pid in renderers:  # this test's own browser's renderers, by their ids
+            os.kill(pid, signal.SIGKILL)
+        thread.join(timeout=60)
+        [error] = outcome
+        assert isinstance(error, FetchError), repr(error)
+        assert (error.kind, error.transient) == ("browser_crashed", True)
+        assert str(error).startswith(f"GET {shop.url('/hog')} failed: the browser's renderer crashed")
+        # the browser itself lives on: the next page renders
+        shop.set_page("/fine", '<html><body><p class="never">3</p></body></html>')
+        assert '<p class="never">3</p>' in fetcher.fetch(shop.url("/fine")).html
+    finally:
+        thread.join(timeout=60)
+        fetcher.close()
+

@@ -286,3 +286,62 @@ def test_review_pause_prefix_is_still_recognised_after_upgrade(old_store: tuple[
     store.decide("books", "p1", "reject", reviewer="bob", reason="not a real price")
     assert not store.state("books", "p1").paused
     assert store.candidate(3).status == CandidateStatus.REJECTED
+
+
+def _intermediate_store(url: str, revision: str, *, drop: tuple[str, ...] = (), unset_last_success: bool = False
+                        ) -> None:
+    """A store as an intermediate commit left it: migrated to ``revision`` of this chain, without what that
+    commit's order had not run (``drop``: tables; ``unset_last_success``: 0005's column), stamped ``revision``."""
+    from alembic import command
+    from alembic.config import Config
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            config = Config()
+            config.set_main_option("script_location", str(migrations.HERE))
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+            for table in drop:
+                conn.execute(sa.text(f"DROP TABLE {table}"))
+            if unset_last_success:
+                conn.execute(sa.text("ALTER TABLE sc_partition_state DROP COLUMN last_success_at"))
+    finally:
+        engine.dispose()
+
+
+def _schema_differences(store: ProjectStore) -> list:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with store.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"version_table": migrations.VERSION_TABLE,
+                                                         "include_name": migrations.ours})
+        return compare_metadata(context, metadata)
+
+
+def test_a_store_of_an_intermediate_commit_is_repaired_not_called_current(store_url: str) -> None:
+    # the front door's commit ran 0001-0004 then its 0007: "0007", no sc_fingerprints, no last_success_at
+    _intermediate_store(store_url, "0007", drop=("sc_fingerprints",), unset_last_success=True)
+    store = ProjectStore(store_url)
+    assert _revisions(store_url) == [migrations.HEAD]
+    assert _schema_differences(store) == []
+    with store.engine.begin() as conn:  # what retention reads (it crashed with UndefinedTable)
+        assert conn.execute(sa.text("SELECT count(*) FROM sc_fingerprints")).scalar() == 0
+        # the repair again, on a store that needs none: nothing changes, nothing fails
+        conn.execute(sa.text(f"UPDATE {migrations.VERSION_TABLE} SET version_num = '0007'"))
+    store_module._engines.pop(store_url, None)
+    assert migrations.upgrade(new_engine(store_url), store_url) == ("0007", migrations.HEAD)
+    assert _schema_differences(ProjectStore(store_url)) == []
+
+
+def test_a_store_at_a_renumbered_revision_id_is_upgraded_from_what_it_holds(store_url: str) -> None:
+    # the freshness commit called last_success "0008" (merged as 0005): not a newer release's store
+    _intermediate_store(store_url, "0005")
+    engine = new_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {migrations.VERSION_TABLE} SET version_num = '0008'"))
+    assert migrations.state(engine).known
+    engine.dispose()
+    store = ProjectStore(store_url)
+    assert _revisions(store_url) == [migrations.HEAD] and _schema_differences(store) == []

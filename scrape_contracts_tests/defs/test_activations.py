@@ -129,9 +129,7 @@ def test_the_readmes_receiver_sample_verifies_a_real_delivery(receiver: Receiver
     import re
     from pathlib import Path
 
-    import httpx
-
-    from scrape_contracts.adapters.destinations import OutgoingEvent, deliver, request_for
+    from scrape_contracts.adapters.destinations import DeliveryClient, OutgoingEvent, deliver, request_for
     from scrape_contracts.contract.destinations import parse_destinations
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "activations.md").read_text()
@@ -139,10 +137,11 @@ def test_the_readmes_receiver_sample_verifies_a_real_delivery(receiver: Receiver
     namespace: dict[str, Any] = {}
     exec(block, namespace)  # noqa: S102 (the README's own sample)
     hook = parse_destinations({"destinations": {"hook": {"type": "webhook", "url": receiver.url,
-                                                         "secret": "${HOOK_SECRET}"}}})["hook"]
+                                                         "secret": "${HOOK_SECRET}",
+                                                         "allow_private_addresses": True}}})["hook"]
     event = OutgoingEvent(id=event_id("shop", "p1", 2, "activation:price_drop"), kind="activation:price_drop",
                           contract="shop", target="p1", summary="price_drop")
-    with httpx.Client() as client:
+    with DeliveryClient() as client:
         deliver(request_for(hook, event), client)
     got = receiver.received[0]
     assert namespace["verify"](HOOK_SECRET, got.headers, got.body) == event.id

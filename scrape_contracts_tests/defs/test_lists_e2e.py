@@ -336,3 +336,24 @@ activations:
                                                         "previous_records": 60}}]
     assert bodies["downgraded"]["record"]["records"][0]["record_key"] == "r008"
     assert "record r008: changed" in bodies["downgraded"]["reasons"]
+
+
+def test_a_list_over_the_item_limit_is_refused_naming_the_limit_without_a_heal(
+        sqlite_harness: Harness, site: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    harness = sqlite_harness
+    serve(site, reviews(60))
+    write_contract(harness, site)
+    assert harness.run("reviews", "aurora").success
+    monkeypatch.setenv("SCRAPE_CONTRACTS_LIST_MAX_ITEMS", "50")
+    serve(site, reviews(61))  # a new page (the same one would reuse the accepted set unread)
+    result = harness.run("reviews", "aurora")
+    assert "record_count_within_bounds" in failed_checks(result)
+    assert harness.store.latest_candidate("reviews", "aurora").status == "rejected"
+    trail = [e for e in read_trail(harness.instance, "reviews", partition="aurora", limit=1000)[0]
+             if e.run_id == result.run_id]
+    # a bound that was hit is not a broken selector: no heal attempt spends the budget on it
+    assert "healing" not in {e.stage for e in trail}
+    [extracted] = [e for e in trail if e.stage == "extracted"]
+    [problem] = extracted.metadata["problems"]
+    assert problem["kind"] == "limit_exceeded" and "SCRAPE_CONTRACTS_LIST_MAX_ITEMS" in problem["message"]
+    assert len(read_accepted("reviews")) == 60

@@ -58,17 +58,18 @@ def test_retention_keeps_what_the_policy_says(sqlite_harness: Harness, site, mon
     assert _retention(harness, keep_days=30, keep_last_accepted=True)["pages_removed"] == 1
     assert {sha for sha in everything if artifacts.exists(sha)} == everything - {p3_rejected}
 
-    # past keep_days: only each target's newest accepted page stays
+    # past keep_days: only each target's newest accepted page stays, and the one waiting for its review
     _retention(harness, keep_days=0, keep_last_accepted=True)
-    assert {sha for sha in everything if artifacts.exists(sha)} == {p1_new, p2_accepted, p3_accepted}
+    assert {sha for sha in everything if artifacts.exists(sha)} == {p1_new, p2_accepted, p3_accepted,
+                                                                     p2_quarantined}
     fingerprints = SqlFingerprintStore(store.engine)
     assert old_candidate not in fingerprints.candidates()  # superseded: its fingerprints went too
     assert store.latest_accepted("shop", "p1").candidate_id in fingerprints.candidates()
     assert store.pending_review("shop", "p2").id in fingerprints.candidates()  # a reviewer may accept it
 
-    # and without keep_last_accepted nothing is left: healing works from the stored fingerprints
+    # and without keep_last_accepted nothing else is left: healing works from the stored fingerprints
     report = _retention(harness, keep_days=0, keep_last_accepted=False)
-    assert report["pages_kept"] == 0 and not any(artifacts.exists(sha) for sha in everything)
+    assert report["pages_kept"] == 1 and {sha for sha in everything if artifacts.exists(sha)} == {p2_quarantined}
     assert scrape("p1", product_page("Book 0", "BK-0", "$102.00", layout="renamed"))[0] == "healed"
     assert harness.accepted("shop", "p1")["price"] == 102.0
 
@@ -114,3 +115,27 @@ def test_retention_forgets_old_unchanged_candidates_but_each_targets_newest(harn
     assert statuses("a") == ["accepted", "unchanged"]  # its newest stays
     assert statuses("b") == ["accepted", "quarantined"]
     assert harness.accepted("shop", "a")["price"] == 10.0 and harness.accepted("shop", "b")["price"] == 20.0
+
+
+def test_a_quarantined_page_is_kept_until_its_review_decides(sqlite_harness: Harness, site) -> None:
+    import time
+
+    from scrape_contracts.service.retention import RetentionPolicy, prune
+
+    harness = sqlite_harness
+    site.set_page("/p/b", product_page("Book B", "BK-B", "$20.00"))
+    harness.write_product_contract("shop", {"b": site.url("/p/b")})
+    assert harness.run("shop", "b").success
+    site.set_page("/p/b", product_page("Book B", "BK-B", "$99.00"))  # beyond the change limit: for review
+    harness.run("shop", "b")
+    waiting = harness.store.pending_review("shop", "b")
+    artifacts = ArtifactStore(settings.artifacts_dir())
+    policy = RetentionPolicy(keep_days=30, grace_s=0)
+    for day in range(1, 32):  # a month of daily retention while nobody reviews
+        prune(harness.store, artifacts, policy, clock=lambda day=day: time.time() + day * 86400)
+    assert artifacts.exists(waiting.page_sha256)
+    assert harness.review("shop", "b", "accept").success
+    prune(harness.store, artifacts, policy, clock=lambda: time.time() + 32 * 86400)
+    accepted = harness.store.latest_accepted("shop", "b")
+    assert accepted.page_sha256 == waiting.page_sha256
+    assert artifacts.exists(accepted.page_sha256)  # what the next redesign's heal reads

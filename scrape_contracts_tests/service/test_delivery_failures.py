@@ -36,7 +36,7 @@ def _changes(harness: Harness, site: Any, monkeypatch: pytest.MonkeyPatch, url: 
     harness.write_product_contract("shop", {k: site.url(p) for k, p in pages.items()}, extra=RULES)
     harness.write("destinations.yaml", """
         destinations:
-          hook: {type: webhook, url: "${HOOK_URL}", secret: "${HOOK_SECRET}"}
+          hook: {type: webhook, url: "${HOOK_URL}", secret: "${HOOK_SECRET}", allow_private_addresses: true}
         """)
     defs = harness.definitions()
     for price in ("$100.00", "$110.00", "$120.00"):

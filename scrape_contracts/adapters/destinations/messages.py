@@ -10,8 +10,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from scrape_contracts.contract.destinations import (
-    SlackDestination, TelegramDestination, WebhookDestination, resolve,
+    DestinationError, SlackDestination, TelegramDestination, WebhookDestination, resolve,
 )
+from scrape_contracts.adapters.fetch.secrets import expand_header_values
 from scrape_contracts.adapters.outbox import event_id
 from scrape_contracts.adapters.destinations.signing import (
     EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign,
@@ -46,6 +47,8 @@ class Request:
     headers: dict[str, str]
     # what a log line or an error may show: never a token or a secret-bearing URL
     shown_as: str
+    # the destination's ``allow_private_addresses``: the address guard lets a receiver on this machine through
+    allow_private_addresses: bool = False
 
 
 def _json(data: Any) -> bytes:
@@ -55,21 +58,35 @@ def _json(data: Any) -> bytes:
 def request_for(destination: WebhookDestination | SlackDestination | TelegramDestination, event: OutgoingEvent,
                 *, now: float | None = None) -> Request:
     """The request that delivers ``event`` to ``destination`` (secrets resolved from the environment now)."""
+    private = destination.allow_private_addresses
     if isinstance(destination, WebhookDestination):
         body = _json(event.body())
         timestamp = int(time.time() if now is None else now)
-        headers = {**destination.headers, "Content-Type": "application/json", EVENT_ID_HEADER: event.id,
+        headers = {**_expanded(destination), "Content-Type": "application/json", EVENT_ID_HEADER: event.id,
                    TIMESTAMP_HEADER: str(timestamp),
                    SIGNATURE_HEADER: sign(resolve(destination.secret), timestamp, body)}
-        return Request(resolve(destination.url), body, headers, f"webhook {destination.name}")
+        return Request(resolve(destination.url), body, headers, f"webhook {destination.name}", private)
     if isinstance(destination, SlackDestination):
         return Request(resolve(destination.url), _json(slack_message(event)),
-                       {"Content-Type": "application/json", EVENT_ID_HEADER: event.id}, f"slack {destination.name}")
+                       {"Content-Type": "application/json", EVENT_ID_HEADER: event.id}, f"slack {destination.name}",
+                       private)
     token = resolve(destination.bot_token)
     payload = {"chat_id": destination.chat_id, "text": telegram_text(event), "parse_mode": "HTML",
                "disable_web_page_preview": True}
     return Request(f"{destination.api_url.rstrip('/')}/bot{token}/sendMessage", _json(payload),
-                   {"Content-Type": "application/json"}, f"telegram {destination.name}")
+                   {"Content-Type": "application/json"}, f"telegram {destination.name}", private)
+
+
+def _expanded(destination: WebhookDestination) -> dict[str, str]:
+    """The webhook's headers with every ``${ENV}`` replaced now; a variable unset or empty is an error."""
+    expanded = expand_header_values(destination.headers)
+    unusable = [*expanded.missing, *expanded.empty]
+    if unusable:
+        header, variable = unusable[0]
+        raise DestinationError(f"environment variable {variable} (header {header!r} of destination "
+                               f"{destination.name}) is not set or empty: export it where dagster-daemon and "
+                               "the run workers run")
+    return expanded.headers
 
 
 def _slack_escape(text: str) -> str:

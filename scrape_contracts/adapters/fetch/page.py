@@ -27,7 +27,8 @@ class FetchError(Exception):
     """kind: timeout | too_large | http_status | blocked_address | too_many_redirects | connection |
     bad_encoding | fixture_missing | invalid_url | invalid_config | browser_missing | browser_step |
     browser_wait (a rendered page's ``wait_for`` matched nothing, or its network never went quiet: the page's
-    business, not a sign that the host is down).
+    business, not a sign that the host is down) | browser_crashed (the renderer or the browser died while
+    rendering, e.g. a script ate memory; transient).
     ``transient`` is True when running
     again later may succeed."""
 

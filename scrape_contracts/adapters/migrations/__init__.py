@@ -17,7 +17,9 @@ Adding a migration (a table, a column, an index):
    read it and keep it self-contained (types spelled out, never ``import schema``: a migration must keep
    describing the schema of its own time); on SQLite, changes other than adding a table, column or index
    go through ``op.batch_alter_table`` (0002 shows how);
-3. set ``HEAD`` below to the new revision.
+3. set ``HEAD`` below to the new revision; its id is ``<number>_<slug>`` (``0009_repair_intermediate_stores``),
+   never an id used before, and once merged neither its id nor its file changes again: add the file's
+   sha256 to ``scrape_contracts_tests/adapters/migration_revisions.json`` (``test_migration_ids.py``).
 
 ``scrape_contracts_tests/adapters/test_migrations.py`` fails until the three agree (the migrated schema is
 compared with ``schema.py`` on SQLite and PostgreSQL).
@@ -36,8 +38,12 @@ from sqlalchemy.exc import DBAPIError
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD = "0007"
+HEAD = "0009_repair_intermediate_stores"
 PREVIOUS_RELEASE = "0001"  # the schema of the releases before migrations
+# Revision ids are never reused (test_migration_ids.py holds every file's hash). These were used by an
+# intermediate commit for a migration that its merge renumbered: a store at one has the schema of the
+# revision it maps to, and is upgraded from there (0009 creates what such stores lack).
+RENUMBERED = {"0008": "0005"}  # last_success_at (commit 32b5d83), merged as 0005
 VERSION_TABLE = "sc_alembic_version"
 # a table every release has had: its presence without a version table means "made before migrations"
 LEGACY_MARKER = "sc_candidates"
@@ -105,7 +111,8 @@ def state(engine: Engine) -> SchemaState:
         inspector = sa.inspect(conn)
         has_version, has_tables = inspector.has_table(VERSION_TABLE), inspector.has_table(LEGACY_MARKER)
     revision = head_revision(engine) if has_version else None
-    return SchemaState(revision, has_tables, revision is None or revision in _known_revisions(_config(None)))
+    known = revision is None or revision in RENUMBERED or revision in _known_revisions(_config(None))
+    return SchemaState(revision, has_tables, known)
 
 
 def upgrade(engine: Engine, shown: str) -> tuple[str | None, str]:
@@ -126,6 +133,9 @@ def upgrade(engine: Engine, shown: str) -> tuple[str | None, str]:
         if before is None and inspector.has_table(LEGACY_MARKER):
             command.stamp(config, PREVIOUS_RELEASE)
             before = PREVIOUS_RELEASE
+        if before in RENUMBERED:
+            command.stamp(config, RENUMBERED[before], purge=True)
+            before = RENUMBERED[before]
         if before == HEAD:
             return before, HEAD  # another process upgraded it while this one waited for the lock
         if before is not None and before not in _known_revisions(config):

@@ -26,7 +26,7 @@ from scrape_contracts.adapters.store.recording import CandidatesMixin
 from scrape_contracts.adapters.store.engines import _engines, new_engine, schema_state, shown_url, upgrade_schema
 from scrape_contracts.adapters.store.errors import (
     AlreadyAccepted, NothingToReview, SelectorConflict, StaleCandidate, StoreError, StoreNotFound, StoreTooNew,
-    Superseded,
+    StoreUnavailable, Superseded, unavailable, unreachable,
 )
 from scrape_contracts.adapters.store.review import ReviewMixin
 from scrape_contracts.adapters.store.rows import (
@@ -66,10 +66,10 @@ def existing_store(url: str) -> ProjectStore:
 
 
 __all__ = [
-    "REVIEW_PAUSE", "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction",
-    "CandidateStatus", "Decision", "NewCandidate", "NothingToReview", "OperationalError", "PartitionState",
-    "ProjectStore", "RecordedCandidate", "Review", "SelectorConflict", "SelectorSource", "SelectorVersion",
-    "StaleCandidate", "StoreError", "StoreNotFound", "StoreTooNew", "Superseded", "accepted", "candidates",
-    "carried_over", "existing_store", "metadata", "new_engine", "reviews", "schema_state", "shown_url",
-    "upgrade_schema",
+    "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction", "CandidateStatus",
+    "Decision", "NewCandidate", "NothingToReview", "OperationalError", "PartitionState", "ProjectStore",
+    "REVIEW_PAUSE", "RecordedCandidate", "Review", "SelectorConflict", "SelectorSource", "SelectorVersion",
+    "StaleCandidate", "StoreError", "StoreNotFound", "StoreTooNew", "StoreUnavailable", "Superseded",
+    "accepted", "candidates", "carried_over", "existing_store", "metadata", "new_engine", "reviews",
+    "schema_state", "shown_url", "unavailable", "unreachable", "upgrade_schema",
 ]

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from scrape_contracts.adapters import migrations
-from scrape_contracts.adapters.store.errors import StoreTooNew
+from scrape_contracts.adapters.store.errors import StoreTooNew, unavailable
 
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
@@ -30,6 +30,12 @@ def _engine_for(url: str) -> Engine:
             except migrations.NewerSchema as exc:
                 engine.dispose()
                 raise StoreTooNew(str(exc)) from None
+            except Exception as exc:
+                engine.dispose()
+                down = unavailable(exc, shown_url(url))
+                if down is None:
+                    raise
+                raise down from None
             _engines[url] = engine
         return engine
 

@@ -124,6 +124,8 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
             self._lock = asyncio.Lock()
             self._slots = asyncio.Semaphore(self.max_pages)
         async with self._lock:
+            if self._browser is not None and not self._browser.is_connected():
+                await self.aclose()  # it died (crashed, killed): this fetch starts another
             if self._browser is None and self._unavailable is None:
                 self._unavailable = await self._launch()
         if self._unavailable is not None:
@@ -180,11 +182,15 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                                        "service_workers": "block", "accept_downloads": False}
             if self.user_agent:
                 options["user_agent"] = self.user_agent
+            from playwright.async_api import Error as PlaywrightError
+
             context = await browser.new_context(**options)
+            crashed: list[bool] = []
             try:
                 page = await context.new_page()
+                page.on("crash", lambda _page: crashed.append(True))
                 inflight = _Inflight(page)
-                response = await self._load(page, url, safe_url, proxy)
+                response = await self._load(page, url, safe_url, proxy, crashed)
                 await self._settle(page, inflight, safe_url)
                 html = await page.content()
                 final_url = page.url
@@ -192,8 +198,17 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                 if not proxy.over_limit:
                     raise
                 html, final_url, response = "", url, None  # cut off by the proxy: reported below
+            except PlaywrightError as exc:
+                # a renderer that died (out of memory, killed) fails every call on its page: "Page crashed",
+                # TargetClosedError; with the browser gone too, the next fetch starts a new one
+                if not crashed and browser.is_connected():
+                    raise
+                raise self._crashed(safe_url, exc, browser_gone=not browser.is_connected()) from None
             finally:
-                await context.close()
+                try:
+                    await context.close()
+                except PlaywrightError:
+                    pass  # closed with its crashed page or browser
         if proxy.over_limit:
             evidence = "what the page downloaded with its resources"
             raise FetchError(f"GET {safe_url} {messages.too_large(max_transfer, evidence)}", kind="too_large",
@@ -213,7 +228,15 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                     sha256=hashlib.sha256(body).hexdigest(), headers=headers,
                     elapsed_s=time.monotonic() - started, encoding="utf-8", attempts=(attempt,))
 
-    async def _load(self, page: Any, url: str, safe_url: str, proxy: GuardProxy) -> Any:
+    @staticmethod
+    def _crashed(safe_url: str, error: Exception, *, browser_gone: bool) -> FetchError:
+        what = "the browser" if browser_gone else "the browser's renderer"
+        first = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+        return FetchError(f"GET {safe_url} failed: {what} crashed while rendering the page ({first}); the page's "
+                          "scripts may use too much memory (retried like a connection error)",
+                          kind="browser_crashed", url=safe_url, transient=True)
+
+    async def _load(self, page: Any, url: str, safe_url: str, proxy: GuardProxy, crashed: list[bool]) -> Any:
         from playwright.async_api import Error as PlaywrightError, TimeoutError as PlaywrightTimeout
 
         wait_s = self.settings.timeout_s
@@ -224,6 +247,8 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                              "is slow or unreachable; raise fetch.browser.timeout_s if it is just slow)",
                              kind="timeout", url=safe_url, transient=True) from None
         except PlaywrightError as exc:
+            if crashed:
+                raise self._crashed(safe_url, exc, browser_gone=False) from None
             if proxy.refusals:
                 # nothing but the page itself (or a redirect of it) is requested before it loads, so a refusal
                 # then is the page's: a refused tunnel or the proxy's 403, which Chromium reports as errors

@@ -35,11 +35,15 @@ def contract_partitions(contract: str, directory: Path | str | None = None) -> d
     return partitions_for(loaded.contract)
 
 
-def build_definitions(directory: Path | str | None = None, *, resources: dict | None = None,
-                      loaded: LoadResult | None = None) -> dg.Definitions:
+def build_definitions(directory: Path | str | None = None, *, db_url: str | None = None,
+                      artifacts_dir: Path | str | None = None, group_name: str | None = None,
+                      resources: dict | None = None, loaded: LoadResult | None = None) -> dg.Definitions:
     """Definitions for every valid contract, and ``scrape/_contracts`` naming each broken one.
 
-    Raises ``NoContractLoaded`` when no contract loads at all, so the code location shows as errored.
+    ``directory``, ``db_url`` (the project store) and ``artifacts_dir`` (raw pages) default to the settings
+    (``SCRAPE_CONTRACTS_DIR``, ``SCRAPE_CONTRACTS_DB_URL``, ``SCRAPE_CONTRACTS_ARTIFACTS_DIR``);
+    ``group_name`` puts every asset in that group instead of one group per contract. Raises
+    ``NoContractLoaded`` when no contract loads at all, so the code location shows as errored.
     """
     from scrape_contracts.defs.load_report import build_load_report, require_a_contract
     from scrape_contracts.defs.schedules import build_canary_schedules, build_schedule
@@ -50,13 +54,13 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
         # the UI shows them on scrape/_contracts (defs/load_report.py); the code server's log too
         log.error("contract not loaded: %s", error)
     require_a_contract(result)
-    report, report_sensor = build_load_report(result)
+    report, report_sensor = build_load_report(result, group_name=group_name)
     assets: list = [report]
     checks: list = []
     jobs: list = []
     schedules: list = []
     for item in result.contracts:
-        built = build_contract_assets(item)
+        built = build_contract_assets(item, group_name=group_name)
         assets += [built.candidate, built.accepted]
         checks += build_contract_checks(item)
         jobs += [build_scrape_job(item.contract), build_batch_job(item)]
@@ -71,7 +75,7 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
 
     from scrape_contracts.defs.retention import retention_job, retention_schedule
 
-    assets.append(build_health_asset(result))
+    assets.append(build_health_asset(result, group_name=group_name))
     schedules.append(health_schedule)
     checks += [check for check in map(build_freshness_check, result.contracts) if check is not None]
     freshness_sensors, freshness_jobs = build_freshness_defs(result)
@@ -80,7 +84,7 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
     return dg.Definitions(
         assets=assets, asset_checks=checks, jobs=jobs + extra_jobs + [retention_job],
         schedules=schedules + [retention_schedule], sensors=sensors,
-        resources={**default_resources(), **(resources or {})},
+        resources={**default_resources(db_url=db_url, artifacts_dir=artifacts_dir), **(resources or {})},
         # every job without its own executor, including the implicit __ASSET_JOB the UI's Materialize runs:
         # a scrape is small, and a subprocess per step costs seconds (18 s instead of 1 s for one target)
         executor=dg.in_process_executor,

@@ -48,14 +48,16 @@ def _env_or(name: str, default: str) -> str | dg.EnvVar:
     return dg.EnvVar(name) if os.environ.get(name) else default
 
 
-def default_resources() -> dict[str, object]:
+def default_resources(*, db_url: str | None = None, artifacts_dir: Path | str | None = None) -> dict[str, object]:
+    """The resources every contract's assets use; ``db_url`` and ``artifacts_dir``, when given, win over the
+    environment (a component's attributes), otherwise the settings' environment variables and defaults."""
     from scrape_contracts.defs.io_managers import AcceptedIOManager, CandidateIOManager
 
-    store = ProjectStoreResource(db_url=_env_or("SCRAPE_CONTRACTS_DB_URL", settings.db_url()))
+    store = ProjectStoreResource(db_url=db_url or _env_or("SCRAPE_CONTRACTS_DB_URL", settings.db_url()))
     return {
         "store": store,
-        "artifacts": ArtifactStoreResource(root=_env_or("SCRAPE_CONTRACTS_ARTIFACTS_DIR",
-                                                        str(settings.artifacts_dir()))),
+        "artifacts": ArtifactStoreResource(root=str(artifacts_dir) if artifacts_dir else _env_or(
+            "SCRAPE_CONTRACTS_ARTIFACTS_DIR", str(settings.artifacts_dir()))),
         "fetcher": FetchResource(fixture_root=os.environ.get("SCRAPE_CONTRACTS_FIXTURE_ROOT")),
         "candidate_io_manager": CandidateIOManager(store=store),
         "accepted_io_manager": AcceptedIOManager(store=store),

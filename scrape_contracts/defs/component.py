@@ -13,16 +13,16 @@ from pathlib import Path
 from typing import Annotated
 
 import dagster as dg
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from scrape_contracts.defs import build_definitions
 from scrape_contracts.defs.example_contract import write_example
 
+# appended to the scaffolded defs.yaml: the optional attributes, each left out (docs/component.md)
 ATTRIBUTES_HELP = """\
-  # optional; left out, each falls back to its environment variable (docs/component.md):
-  # db_url: postgresql://scrapes@db/scrapes  # the project store (SCRAPE_CONTRACTS_DB_URL, else SQLite in DAGSTER_HOME)
-  # artifacts_dir: /data/pages               # raw pages (SCRAPE_CONTRACTS_ARTIFACTS_DIR, else DAGSTER_HOME/artifacts)
-  # group_name: scraping                     # one asset group for all (default: a group per contract)
+  # db_url: postgresql://scrapes@db/scrapes  # default: SCRAPE_CONTRACTS_DB_URL, else SQLite in DAGSTER_HOME
+  # artifacts_dir: /data/pages               # default: SCRAPE_CONTRACTS_ARTIFACTS_DIR, else DAGSTER_HOME/artifacts
+  # group_name: scraping                     # default: a group per contract
 """
 
 
@@ -31,6 +31,15 @@ class ScrapeContractsScaffoldParams(BaseModel):
 
     # an existing folder of contracts (relative to where dg runs); without it, an example contract is written
     contracts_dir: str | None = None
+
+    @field_validator("contracts_dir")
+    @classmethod
+    def _is_a_folder(cls, value: str | None) -> str | None:
+        # checked here, before dg creates the component's folder, and reported by dg without a traceback
+        if value is not None and not Path(value).resolve().is_dir():
+            raise ValueError(f"--contracts-dir {value!r}: {Path(value).resolve()} is not a folder; pass the "
+                             "folder holding your contract *.yaml files, or leave it out for an example contract")
+        return value
 
 
 class ScrapeContractsScaffolder(dg.Scaffolder[ScrapeContractsScaffoldParams]):
@@ -42,21 +51,21 @@ class ScrapeContractsScaffolder(dg.Scaffolder[ScrapeContractsScaffoldParams]):
         return ScrapeContractsScaffoldParams
 
     def scaffold(self, request: dg.ScaffoldRequest[ScrapeContractsScaffoldParams]) -> None:
-        folder = request.target_path if not request.append else request.target_path.parent
+        folder = request.target_path
         given = request.params.contracts_dir if request.params else None
         if given is None:
             write_example(folder / "contracts")
             contracts_dir = "contracts"
         else:
-            existing = Path(given).resolve()
-            if not existing.is_dir():
-                raise ValueError(f"--contracts-dir {given!r}: {existing} is not a folder; pass the folder "
-                                 "holding your contract *.yaml files, or leave it out for an example contract")
-            contracts_dir = os.path.relpath(existing, folder.resolve())
+            contracts_dir = os.path.relpath(Path(given).resolve(), folder.resolve())
         dg.scaffold_component(request, {"contracts_dir": contracts_dir})
-        if request.scaffold_format == "yaml":
-            with open(request.target_path if request.append else folder / "defs.yaml", "a", encoding="utf-8") as f:
+        if request.scaffold_format == "yaml" and not request.append:
+            with open(folder / "defs.yaml", "a", encoding="utf-8") as f:
                 f.write(ATTRIBUTES_HELP)
+
+
+class ContractsFolderMissing(dg.DagsterInvalidDefinitionError):
+    """``contracts_dir`` names no folder: the message says which defs.yaml and what it resolved to."""
 
 
 @dg.scaffold_with(ScrapeContractsScaffolder)
@@ -73,8 +82,9 @@ class ScrapeContracts(dg.Component, dg.Resolvable):
         description="SQLAlchemy URL of the project store (accepted data, candidates, reviews). Default: "
                     "SCRAPE_CONTRACTS_DB_URL, else SQLite at $DAGSTER_HOME/scrape_contracts.db.")] = None
     artifacts_dir: Annotated[str | None, dg.Resolver.default(
-        description="Folder for the raw fetched pages, relative to this defs.yaml's folder; every run worker "
-                    "must reach it. Default: SCRAPE_CONTRACTS_ARTIFACTS_DIR, else $DAGSTER_HOME/artifacts.")] = None
+        description="Folder of the raw fetched pages, relative to this defs.yaml's folder; every host that "
+                    "runs scrapes must reach it. Default: SCRAPE_CONTRACTS_ARTIFACTS_DIR, else "
+                    "$DAGSTER_HOME/artifacts.")] = None
     group_name: Annotated[str | None, dg.Resolver.default(
         description="Asset group of every asset made here. Default: one group per contract.")] = None
 
@@ -89,6 +99,3 @@ class ScrapeContracts(dg.Component, dg.Resolvable):
             directory, db_url=self.db_url, group_name=self.group_name,
             artifacts_dir=context.path / self.artifacts_dir if self.artifacts_dir else None)
 
-
-class ContractsFolderMissing(dg.DagsterInvalidDefinitionError):
-    """``contracts_dir`` names no folder: the message says which defs.yaml and what it resolved to."""

@@ -5,15 +5,12 @@ from __future__ import annotations
 import logging
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from scrape_contracts.contract.loader import LoadResult, load_contracts
-from scrape_contracts.defs.assets import build_contract_assets
-from scrape_contracts.defs.batch import build_batch_job
-from scrape_contracts.defs.checks import build_contract_checks
-from scrape_contracts.defs.jobs import build_scrape_job
-from scrape_contracts.defs.resources import default_resources
+if TYPE_CHECKING:
+    from scrape_contracts.contract.loader import LoadResult
 
 log = logging.getLogger("scrape_contracts")
 # Definitions copies every sensor that targets a job (activation_sensor, contracts_load_sensor) passing
@@ -25,6 +22,7 @@ warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `Se
 
 def contract_partitions(contract: str, directory: Path | str | None = None) -> dg.PartitionsDefinition:
     """The partitions of ``scrape/<contract>``, for a downstream asset with one partition per target."""
+    from scrape_contracts.contract.loader import load_contracts
     from scrape_contracts.defs.partitions import partitions_for
 
     result = load_contracts(directory)
@@ -45,7 +43,18 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
     ``group_name`` puts every asset in that group instead of one group per contract. Raises
     ``NoContractLoaded`` when no contract loads at all, so the code location shows as errored.
     """
+    # imported here, not at the top: `dg` imports this package (scrape_contracts.ScrapeContracts, through the
+    # registry entry point) in every project of the environment, most of which never build these definitions
+    from scrape_contracts.contract.loader import load_contracts
+    from scrape_contracts.defs.assets import build_contract_assets
+    from scrape_contracts.defs.batch import build_batch_job
+    from scrape_contracts.defs.checks import build_contract_checks
+    from scrape_contracts.defs.freshness import build_freshness_check, build_freshness_defs
+    from scrape_contracts.defs.health import build_health_asset, health_schedule
+    from scrape_contracts.defs.jobs import build_scrape_job
     from scrape_contracts.defs.load_report import build_load_report, require_a_contract
+    from scrape_contracts.defs.resources import default_resources
+    from scrape_contracts.defs.retention import retention_job, retention_schedule
     from scrape_contracts.defs.schedules import build_canary_schedules, build_schedule
     from scrape_contracts.defs.sensors import build_sensors
 
@@ -70,11 +79,6 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
         schedules += build_canary_schedules(item)
     sensors, extra_jobs = build_sensors(result)
     sensors.append(report_sensor)
-    from scrape_contracts.defs.freshness import build_freshness_check, build_freshness_defs
-    from scrape_contracts.defs.health import build_health_asset, health_schedule
-
-    from scrape_contracts.defs.retention import retention_job, retention_schedule
-
     assets.append(build_health_asset(result, group_name=group_name))
     schedules.append(health_schedule)
     checks += [check for check in map(build_freshness_check, result.contracts) if check is not None]

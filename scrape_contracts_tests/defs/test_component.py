@@ -26,13 +26,14 @@ from scrape_contracts_tests.readme import REPO
 
 BIN = Path(sys.executable).parent
 DOC = REPO / "docs" / "component.md"
-# Dagster's first-run notice and usage statistics stay off in every instance these tests make
+# the only setting in the dagster.yaml of every instance these tests make: Dagster's usage statistics off
 NO_TELEMETRY = "telemetry:\n  enabled: false\n"
 
 
 def blocks_run_by(test_file: str, name: str) -> list[str]:
     """The ```bash blocks of docs/component.md marked ``<!-- run by: <this file>::<name> -->``."""
-    # the docs collector (scrape_contracts_tests/readme.py on the docs branch) has the same marker and name
+    # the docs collector (readme.blocks_run_by, on its way from the docs branch) reads the same markers over
+    # README and every docs page; once it is here, this function gives way to it
     test = f"{Path(test_file).resolve().relative_to(REPO).as_posix()}::{name}"
     found = re.findall(r"^<!-- run by: (\S+) -->\n```bash\n(.*?)^```", DOC.read_text(encoding="utf-8"), re.S | re.M)
     blocks = [text for marker, text in found if marker == test]
@@ -110,7 +111,7 @@ def test_component_in_a_new_dagster_project(tmp_path: Path) -> None:
     assert (component / "defs.yaml").is_file() and (component / "contracts" / "example.yaml").is_file(), scaffold
     assert "All definitions loaded successfully." in check
     for name in ("scrape/example/candidate", "scrape/example ", "required_fields_present", "price_within_bounds",
-                 "scrape_example_job", "review_job"):
+                 "scrape_example_job", "review_job", "health_schedule", "review_sensor"):
         assert name in listed, name
     assert "RUN_SUCCESS" in launched
     # no db_url attribute, no SCRAPE_CONTRACTS_DB_URL: the project store in DAGSTER_HOME

@@ -5,15 +5,12 @@ from __future__ import annotations
 import logging
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from scrape_contracts.contract.loader import LoadResult, load_contracts
-from scrape_contracts.defs.assets import build_contract_assets
-from scrape_contracts.defs.batch import build_batch_job
-from scrape_contracts.defs.checks import build_contract_checks
-from scrape_contracts.defs.jobs import build_scrape_job
-from scrape_contracts.defs.io_managers import default_resources
+if TYPE_CHECKING:
+    from scrape_contracts.contract.loader import LoadResult
 
 log = logging.getLogger("scrape_contracts")
 # Definitions copies every sensor that targets a job (activation_sensor, contracts_load_sensor) passing
@@ -25,6 +22,7 @@ warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `Se
 
 def contract_partitions(contract: str, directory: Path | str | None = None) -> dg.PartitionsDefinition:
     """The partitions of ``scrape/<contract>``, for a downstream asset with one partition per target."""
+    from scrape_contracts.contract.loader import load_contracts
     from scrape_contracts.defs.partitions import partitions_for
 
     result = load_contracts(directory)
@@ -35,13 +33,28 @@ def contract_partitions(contract: str, directory: Path | str | None = None) -> d
     return partitions_for(loaded.contract)
 
 
-def build_definitions(directory: Path | str | None = None, *, resources: dict | None = None,
-                      loaded: LoadResult | None = None) -> dg.Definitions:
+def build_definitions(directory: Path | str | None = None, *, db_url: str | None = None,
+                      artifacts_dir: Path | str | None = None, group_name: str | None = None,
+                      resources: dict | None = None, loaded: LoadResult | None = None) -> dg.Definitions:
     """Definitions for every valid contract, and ``scrape/_contracts`` naming each broken one.
 
-    Raises ``NoContractLoaded`` when no contract loads at all, so the code location shows as errored.
+    ``directory``, ``db_url`` (the project store) and ``artifacts_dir`` (raw pages) default to the settings
+    (``SCRAPE_CONTRACTS_DIR``, ``SCRAPE_CONTRACTS_DB_URL``, ``SCRAPE_CONTRACTS_ARTIFACTS_DIR``);
+    ``group_name`` puts every asset in that group instead of one group per contract. Raises
+    ``NoContractLoaded`` when no contract loads at all, so the code location shows as errored.
     """
+    # imported here, not at the top: `dg` imports this package (scrape_contracts.ScrapeContracts, through the
+    # registry entry point) in every project of the environment, most of which never build these definitions
+    from scrape_contracts.contract.loader import load_contracts
+    from scrape_contracts.defs.assets import build_contract_assets
+    from scrape_contracts.defs.batch import build_batch_job
+    from scrape_contracts.defs.checks import build_contract_checks
+    from scrape_contracts.defs.freshness import build_freshness_check, build_freshness_defs
+    from scrape_contracts.defs.health import build_health_asset, health_schedule
+    from scrape_contracts.defs.jobs import build_scrape_job
     from scrape_contracts.defs.load_report import build_load_report, require_a_contract
+    from scrape_contracts.defs.io_managers import default_resources
+    from scrape_contracts.defs.retention import retention_job, retention_schedule
     from scrape_contracts.defs.schedules import build_canary_schedules, build_schedule
     from scrape_contracts.defs.sensors import build_sensors
 
@@ -50,13 +63,13 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
         # the UI shows them on scrape/_contracts (defs/load_report.py); the code server's log too
         log.error("contract not loaded: %s", error)
     require_a_contract(result)
-    report, report_sensor = build_load_report(result)
+    report, report_sensor = build_load_report(result, group_name=group_name)
     assets: list = [report]
     checks: list = []
     jobs: list = []
     schedules: list = []
     for item in result.contracts:
-        built = build_contract_assets(item)
+        built = build_contract_assets(item, group_name=group_name)
         assets += [built.candidate, built.accepted]
         checks += build_contract_checks(item)
         jobs += [build_scrape_job(item.contract), build_batch_job(item)]
@@ -66,12 +79,7 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
         schedules += build_canary_schedules(item)
     sensors, extra_jobs = build_sensors(result)
     sensors.append(report_sensor)
-    from scrape_contracts.defs.freshness import build_freshness_check, build_freshness_defs
-    from scrape_contracts.defs.health import build_health_asset, health_schedule
-
-    from scrape_contracts.defs.retention import retention_job, retention_schedule
-
-    assets.append(build_health_asset(result))
+    assets.append(build_health_asset(result, group_name=group_name))
     schedules.append(health_schedule)
     checks += [check for check in map(build_freshness_check, result.contracts) if check is not None]
     freshness_sensors, freshness_jobs = build_freshness_defs(result)
@@ -80,7 +88,7 @@ def build_definitions(directory: Path | str | None = None, *, resources: dict | 
     return dg.Definitions(
         assets=assets, asset_checks=checks, jobs=jobs + extra_jobs + [retention_job],
         schedules=schedules + [retention_schedule], sensors=sensors,
-        resources={**default_resources(), **(resources or {})},
+        resources={**default_resources(db_url=db_url, artifacts_dir=artifacts_dir), **(resources or {})},
         # every job without its own executor, including the implicit __ASSET_JOB the UI's Materialize runs:
         # a scrape is small, and a subprocess per step costs seconds (18 s instead of 1 s for one target)
         executor=dg.in_process_executor,

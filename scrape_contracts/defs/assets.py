@@ -73,7 +73,7 @@ class ContractAssets:
     accepted: dg.AssetsDefinition
 
 
-def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
+def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = None) -> ContractAssets:
     from scrape_contracts.defs.freshness import freshness_policy as contract_freshness_policy
 
     contract = loaded.contract
@@ -171,7 +171,7 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         yield dg.Output(recorded, metadata=candidate_metadata(result, recorded))
 
     @dg.graph_asset(
-        key=candidate_key(name), partitions_def=partitions_def, group_name=name,
+        key=candidate_key(name), partitions_def=partitions_def, group_name=group_name or name,
         description=f"Candidate record of contract {name!r}: fetched, extracted, validated, healed.",
         # the UI marks partitions whose data came from an older version of the contract
         code_version=contract.fingerprint,
@@ -182,7 +182,7 @@ def build_contract_assets(loaded: LoadedContract) -> ContractAssets:
         return heal(validate(extract(fetch())))
 
     @dg.asset(
-        key=accepted_key(name), partitions_def=partitions_def, group_name=name,
+        key=accepted_key(name), partitions_def=partitions_def, group_name=group_name or name,
         ins={"candidate": dg.AssetIn(candidate_key(name))}, io_manager_key="accepted_io_manager",
         description=f"Accepted records of contract {name!r}: what downstream pipelines read.",
         owners=_owners(contract.owners), kinds={"table"}, tags={"scrape_contracts/contract": name},

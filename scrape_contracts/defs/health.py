@@ -11,10 +11,10 @@ _COLUMNS = ("contract", "targets", "last_success", "age_s", "failing_targets", "
             "paused", "review_backlog", "heal_budget_left")
 
 
-def build_health_asset(result: LoadResult) -> dg.AssetsDefinition:
+def build_health_asset(result: LoadResult, *, group_name: str | None = None) -> dg.AssetsDefinition:
     contracts = list(result.contracts)
 
-    @dg.asset(key=HEALTH_KEY, group_name="_health",
+    @dg.asset(key=HEALTH_KEY, group_name=group_name or "_health",
               description="Per contract: last success and its age, failing targets and the longest failure "
                           "streak, paused targets, review backlog, heal budget left. Materialise it (or "
                           "schedule it) to refresh.")

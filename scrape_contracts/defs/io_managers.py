@@ -9,6 +9,7 @@ a list contract's (``records:``) always as a DataFrame, one row per record.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
@@ -74,13 +75,14 @@ def env_or(name: str, default: str) -> str | dg.EnvVar:
     return dg.EnvVar(name) if os.environ.get(name) else default
 
 
-def default_resources() -> dict[str, object]:
-    """The resources every contract's assets use, configured from the environment (settings.py)."""
-    store = ProjectStoreResource(db_url=env_or("SCRAPE_CONTRACTS_DB_URL", settings.db_url()))
+def default_resources(*, db_url: str | None = None, artifacts_dir: Path | str | None = None) -> dict[str, object]:
+    """The resources every contract's assets use; ``db_url`` and ``artifacts_dir``, when given, win over the
+    environment (a component's attributes), otherwise the settings' environment variables and defaults."""
+    store = ProjectStoreResource(db_url=db_url or env_or("SCRAPE_CONTRACTS_DB_URL", settings.db_url()))
     return {
         "store": store,
-        "artifacts": ArtifactStoreResource(root=env_or("SCRAPE_CONTRACTS_ARTIFACTS_DIR",
-                                                        str(settings.artifacts_dir()))),
+        "artifacts": ArtifactStoreResource(root=str(artifacts_dir) if artifacts_dir else env_or(
+            "SCRAPE_CONTRACTS_ARTIFACTS_DIR", str(settings.artifacts_dir()))),
         "fetcher": FetchResource(fixture_root=os.environ.get("SCRAPE_CONTRACTS_FIXTURE_ROOT")),
         "candidate_io_manager": CandidateIOManager(store=store),
         "accepted_io_manager": AcceptedIOManager(store=store),

@@ -129,12 +129,13 @@ def _check_description(result: LoadResult) -> str:
     return f"Every contract file in {result.directory} loads. Failing at this load: {summary(result)}"
 
 
-def build_load_report(result: LoadResult) -> tuple[dg.AssetsDefinition, dg.SensorDefinition]:
+def build_load_report(result: LoadResult, *, group_name: str | None = None
+                      ) -> tuple[dg.AssetsDefinition, dg.SensorDefinition]:
     """``scrape/_contracts`` with its check, and the sensor that evaluates the check when the load changes."""
     spec = dg.AssetCheckSpec(LOAD_CHECK, asset=CONTRACTS_KEY, blocking=True,
                              description=_check_description(result))
 
-    @dg.asset(key=CONTRACTS_KEY, group_name=GROUP, description=_asset_description(result), check_specs=[spec],
+    @dg.asset(key=CONTRACTS_KEY, group_name=group_name or GROUP, description=_asset_description(result), check_specs=[spec],
               kinds={"yaml"})
     def contracts() -> dg.MaterializeResult:
         """The contracts the code location loaded, and each file that did not load."""

@@ -36,7 +36,7 @@ from sqlalchemy.exc import DBAPIError
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD = "0007"
+HEAD = "0008_target_leases"
 PREVIOUS_RELEASE = "0001"  # the schema of the releases before migrations
 VERSION_TABLE = "sc_alembic_version"
 # a table every release has had: its presence without a version table means "made before migrations"

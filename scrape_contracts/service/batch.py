@@ -32,13 +32,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from scrape_contracts.adapters.artifacts import ArtifactStore
-from scrape_contracts.adapters.store import ProjectStore, SelectorVersion
+from scrape_contracts.adapters.store import LeaseLost, LostLease, ProjectStore, SelectorVersion
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
-from scrape_contracts.service import gate, scrape
+from scrape_contracts.service import gate, leases, scrape
 from scrape_contracts.service.breaker import HostBreaker
 from scrape_contracts.service.records import (
-    FetchFailure, Previous, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
+    FetchFailure, LeaseRefusal, Previous, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
 )
 
 
@@ -59,7 +59,8 @@ class BatchSettings:
 
 @dataclass(frozen=True)
 class TargetOutcome:
-    """One target's story in a batch: the result and what the store made of it, or why it failed."""
+    """One target's story in a batch: the result and what the store made of it, or why it failed, or why
+    this run recorded nothing for it (``refusal``: another run holds or took over its lease)."""
 
     partition: str
     url: str
@@ -67,6 +68,7 @@ class TargetOutcome:
     result: ScrapeResult | None = None
     recorded: Recorded | None = None
     failure: FetchFailure | None = None
+    refusal: LeaseRefusal | None = None
 
     @property
     def outcome(self) -> Outcome:
@@ -80,7 +82,7 @@ class BatchStats:
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def add(self, outcome: TargetOutcome) -> None:
-        self.counts[outcome.outcome.value] += 1
+        self.counts[outcome.refusal.kind.value if outcome.refusal else outcome.outcome.value] += 1
 
     @property
     def total(self) -> int:
@@ -107,6 +109,7 @@ class _Item:
     story: tuple[StageEvent, ...]
     result: ScrapeResult | Validated | None = None
     failure: FetchFailure | None = None
+    lost: LostLease | None = None  # its lease was lost before it could be recorded
 
 
 @dataclass(frozen=True)
@@ -300,9 +303,12 @@ def worker_context() -> Any:
 
 
 class BatchRunner:
+    """``run_id`` holds the leases of the targets; ``ended`` tells which other holders have ended, so that
+    their leases are taken over (service/leases.py)."""
+
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
-                 reextract: bool = False) -> None:
+                 reextract: bool = False, ended: leases.Ended | None = None) -> None:
         self.loaded = loaded
         self.contract = loaded.contract
         self.store = store
@@ -313,12 +319,39 @@ class BatchRunner:
         self.force = force
         self.reextract = reextract  # work on each target's last fetched page instead of fetching
         self.stats = BatchStats()
+        self.ended = ended
+        self.lease_duration = leases.duration_for(fetch_settings)
         self._selectors = store.current_selectors(self.contract.name, self.contract.selectors())
         self._controls: list[Any] = []
+        self._keeper = leases.LeaseKeeper(store, (), self.lease_duration)
 
     def run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
-        """Scrape ``targets``; yields each chunk of outcomes after it is committed to the store."""
+        """Scrape ``targets``; yields each chunk of outcomes after it is committed to the store.
+
+        The targets' leases are taken first, in one transaction: the targets other runs hold come back
+        first, as one chunk of ``busy`` refusals, and are not fetched. The others' leases are renewed while
+        the batch works and released as each chunk is committed.
+        """
         self.stats = BatchStats()
+        targets = list({t.partition: t for t in targets}.values())  # one lease, one scrape per target
+        grant = leases.take(self.store, self.contract.name, [t.partition for t in targets], holder=self.run_id,
+                            duration=self.lease_duration, ended=self.ended)
+        busy = {lease.partition: lease for lease in grant.refused}
+        refused = [TargetOutcome(t.partition, t.url, (), refusal=LeaseRefusal.busy(busy[t.partition]))
+                   for t in targets if t.partition in busy]
+        targets = [t for t in targets if t.partition not in busy]
+        self._keeper = leases.LeaseKeeper(self.store, grant.taken, self.lease_duration)
+        with self._keeper:
+            try:
+                if refused:
+                    for outcome in refused:
+                        self.stats.add(outcome)
+                    yield refused
+                yield from self._run(targets)
+            finally:
+                self._keeper.release([(self.contract.name, t.partition) for t in targets])
+
+    def _run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
         names = [t.partition for t in targets]
         previous = scrape.previous_all(self.store, self.contract.name, names)
         states = self.store.states(self.contract.name)
@@ -406,29 +439,63 @@ class BatchRunner:
             if isinstance(out, ScrapeResult):
                 return _Item(item.target, tuple(story.events), out)
             validated = out
-        result = scrape.heal_and_decide(self.loaded, validated, self.run_id, self.artifacts, self.store, story)
+        try:
+            result = scrape.heal_and_decide(self.loaded, validated, self.run_id, self.artifacts,
+                                            self._fenced([item.target.partition]), story)
+        except LeaseLost as lost:  # its heal (selectors, attempts, a pause) was not recorded either
+            return _Item(item.target, tuple(story.events), lost=lost.lost[0])
         if result.heal.selector_version:
             self._selectors = self.store.current_selectors(self.contract.name, self.contract.selectors())
             for control in self._controls:
                 control.put(self._selectors)
         return _Item(item.target, tuple(story.events), result)
 
+    def _fenced(self, partitions: Sequence[str]) -> ProjectStore:
+        """The store, committing for these targets only while this run holds their leases."""
+        mine = {lease.partition: lease for lease in self._keeper.mine}
+        return self.store.fenced(mine[p] for p in partitions if p in mine)
+
     def _commit(self, items: list[_Item]) -> list[TargetOutcome]:
-        results = [i.result for i in items if isinstance(i.result, ScrapeResult)]
-        recorded = iter(gate.record_results(self.store, results, self.run_id, self.loaded) if results else [])
-        self.store.record_failures(self.contract.name, [(i.target.partition, i.failure.message)
-                                                        for i in items if i.failure is not None])
+        results = [i.result for i in items if isinstance(i.result, ScrapeResult) and i.lost is None]
+        fenced = self._fenced([i.target.partition for i in items])
+        recorded = iter(gate.record_results(fenced, results, self.run_id, self.loaded) if results else [])
+        lost = self._record_failures(fenced, [i for i in items if i.failure is not None])
         outcomes = []
         for item in items:
-            if isinstance(item.result, ScrapeResult):
+            if isinstance(item.result, ScrapeResult) and item.lost is None:
                 result, rec = next(recorded)
-                story = item.story + (_decision_event(result, rec),)
-                outcome = TargetOutcome(item.target.partition, item.target.url, story, result, rec)
+                if isinstance(rec, LostLease):
+                    outcome = _refused(item, rec)
+                else:
+                    story = item.story + (_decision_event(result, rec),)
+                    outcome = TargetOutcome(item.target.partition, item.target.url, story, result, rec)
+            elif item.lost is not None or item.target.partition in lost:
+                outcome = _refused(item, item.lost or lost[item.target.partition])
             else:
                 outcome = TargetOutcome(item.target.partition, item.target.url, item.story, failure=item.failure)
             self.stats.add(outcome)
             outcomes.append(outcome)
+        # recorded (or given up): free for the next run at once
+        self._keeper.release([(self.contract.name, i.target.partition) for i in items])
         return outcomes
+
+    def _record_failures(self, fenced: ProjectStore, items: list[_Item]) -> dict[str, LostLease]:
+        """The fetch failures' streaks; those whose lease was lost are left out (partition → why)."""
+        lost: dict[str, LostLease] = {}
+        while True:
+            failures = [(i.target.partition, i.failure.message) for i in items
+                        if i.failure is not None and i.target.partition not in lost]
+            try:
+                fenced.record_failures(self.contract.name, failures)
+                return lost
+            except LeaseLost as exc:
+                lost.update({item.partition: item for item in exc.lost})
+
+
+def _refused(item: _Item, lost: LostLease) -> TargetOutcome:
+    event = StageEvent(Stage.LEASE_LOST, {"reason": lost.message})
+    return TargetOutcome(item.target.partition, item.target.url, item.story + (event,),
+                         refusal=LeaseRefusal.lost(lost))
 
 
 def _failure(contract: str, target: BatchTarget, exc: Exception) -> _Item:

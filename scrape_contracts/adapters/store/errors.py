@@ -62,11 +62,12 @@ class TargetBusy(StoreError):
 
 @dataclass(frozen=True)
 class LostLease:
-    """A lease its holder no longer has (``mine`` None: it never had one for this target); ``current``: the
-    target's lease now (None: the target has none)."""
+    """A lease ``holder`` no longer has: ``mine`` the one it had (None: not known here), ``current`` the
+    target's lease now (None: the target never had one)."""
 
     contract: str
     partition: str
+    holder: str
     mine: Lease | None
     current: Lease | None
 
@@ -78,13 +79,13 @@ class LostLease:
     def message(self) -> str:
         mine, now = self.mine, self.current
         where = f"target {self.contract}/{self.partition}"
-        if mine is None:
+        if now is None or not now.token or not self.holder:
             what = f"this run holds no lease on {where}"
-        elif now is not None and now.token != mine.token:
+        elif now.holder != self.holder or (mine is not None and now.token != mine.token):
             what = f"run {now.holder} took {where} over at {shown_time(now.taken_at)}, after this run's lease expired"
         else:
-            what = (f"this run's lease on {where} expired at {shown_time((now or mine).expires_at)} (the run "
-                    "was paused or stalled for longer than the lease, SCRAPE_CONTRACTS_LEASE_SECONDS)")
+            what = (f"this run's lease on {where} expired at {shown_time(now.expires_at)} (the run was paused or "
+                    "stalled for longer than the lease, SCRAPE_CONTRACTS_LEASE_SECONDS)")
         return f"lease lost: {what}; nothing this run found for it was recorded"
 
 

@@ -103,7 +103,7 @@ class LeasesMixin(Connected):
                         ours.append(partition)
                         renewed.append(Lease(contract, partition, lease.holder, lease.token, lease.taken_at, until))
                     else:
-                        lost.append(LostLease(contract, partition, lease, row))
+                        lost.append(LostLease(contract, partition, lease.holder, lease, row))
                 for page in _pages(ours):
                     conn.execute(leases.update().where(leases.c.contract == contract,
                                                        leases.c.partition.in_(page)).values(expires_at=until))
@@ -158,7 +158,7 @@ def check_fence(conn: Connection, store: Connected, keys: Iterable[tuple[str, st
         for partition in partitions:
             mine, row = fence.get((contract, partition)), current.get(partition)
             if mine is None or not _still_held(mine, row, now):
-                lost.append(LostLease(contract, partition, mine, row))
+                lost.append(LostLease(contract, partition, mine.holder if mine else "", mine, row))
     if lost:
         raise LeaseLost(lost)
 

@@ -36,10 +36,12 @@ from scrape_contracts.adapters.store import LeaseLost, LostLease, ProjectStore, 
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.service import gate, leases, scrape
+from scrape_contracts.service.batch_leases import BatchLeases
 from scrape_contracts.service.breaker import HostBreaker
 from scrape_contracts.service.records import (
     FetchFailure, LeaseRefusal, Previous, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
 )
+from scrape_contracts.service.stored_pages import ArtifactFetcher
 
 
 @dataclass(frozen=True)
@@ -131,43 +133,6 @@ class _Share:
     earlier: dict[str, tuple[str, ...]] = field(default_factory=dict)  # selectors of earlier versions
 
 
-@dataclass(frozen=True)
-class StoredPage:
-    """A page read back from the artifact store instead of fetched: what re-extraction works on."""
-
-    url: str
-    html: str
-    sha256: str
-    status: int = 200
-    requested_url: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
-    elapsed_s: float = 0.0
-    encoding: str | None = "utf-8"
-    not_modified: bool = False
-    etag: str | None = None
-    last_modified: str | None = None
-    attempts: tuple[dict[str, Any], ...] = ()
-
-
-class _ArtifactFetcher:
-    """The fetcher of a re-extraction: the target's last fetched page, from the artifact store."""
-
-    def __init__(self, artifacts: ArtifactStore, pages: dict[str, str], urls: dict[str, str]) -> None:
-        self.artifacts, self.pages, self.partitions = artifacts, pages, {u: p for p, u in urls.items()}
-
-    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> StoredPage:
-        partition = self.partitions[url]
-        sha = self.pages.get(partition)
-        html = self.artifacts.get(sha) if sha else None
-        if html is None:
-            raise LookupError(f"no stored page for {partition!r} (never fetched, or pruned): re-extraction "
-                              "skips it; scrape it with `scrape-contracts run` instead")
-        return StoredPage(url=url, html=html, sha256=sha, requested_url=url)
-
-    async def aclose(self) -> None:
-        return None
-
-
 # ---- the workers: each fetches and processes its share --------------------------------------------------
 _SEND_AT = 25  # results per message to the run's process
 _SEND_EVERY_S = 0.1  # or sooner
@@ -208,7 +173,7 @@ class _Worker:
         lanes = max(1, min(share.max_connections, share.per_host * len(hosts), len(share.targets)))
         pending = iter(share.targets)
         if share.stored_pages is not None:
-            fetcher: Any = _ArtifactFetcher(self.artifacts, share.stored_pages, {t.partition: t.url for t in share.targets})
+            fetcher: Any = ArtifactFetcher(self.artifacts, share.stored_pages, {t.partition: t.url for t in share.targets})
         else:
             fetcher = async_fetcher_for(share.fetch_settings, self.loaded.base_dir,
                                         max_connections=share.max_connections)
@@ -303,9 +268,6 @@ def worker_context() -> Any:
 
 
 class BatchRunner:
-    """``run_id`` holds the leases of the targets; ``ended`` tells which other holders have ended, so that
-    their leases are taken over (service/leases.py)."""
-
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
                  reextract: bool = False, ended: leases.Ended | None = None) -> None:
@@ -319,37 +281,24 @@ class BatchRunner:
         self.force = force
         self.reextract = reextract  # work on each target's last fetched page instead of fetching
         self.stats = BatchStats()
-        self.ended = ended
-        self.lease_duration = leases.duration_for(fetch_settings)
+        self.leases = BatchLeases(store, self.contract.name, run_id, leases.duration_for(fetch_settings), ended)
         self._selectors = store.current_selectors(self.contract.name, self.contract.selectors())
         self._controls: list[Any] = []
-        self._keeper = leases.LeaseKeeper(store, (), self.lease_duration)
 
     def run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
-        """Scrape ``targets``; yields each chunk of outcomes after it is committed to the store.
-
-        The targets' leases are taken first, in one transaction: the targets other runs hold come back
-        first, as one chunk of ``busy`` refusals, and are not fetched. The others' leases are renewed while
-        the batch works and released as each chunk is committed.
-        """
+        """Scrape ``targets``; yields each chunk of outcomes after it is committed to the store. The targets
+        another run holds come first, as ``busy`` refusals, and are not fetched (service/batch_leases.py)."""
         self.stats = BatchStats()
         targets = list({t.partition: t for t in targets}.values())  # one lease, one scrape per target
-        grant = leases.take(self.store, self.contract.name, [t.partition for t in targets], holder=self.run_id,
-                            duration=self.lease_duration, ended=self.ended)
-        busy = {lease.partition: lease for lease in grant.refused}
-        refused = [TargetOutcome(t.partition, t.url, (), refusal=LeaseRefusal.busy(busy[t.partition]))
-                   for t in targets if t.partition in busy]
-        targets = [t for t in targets if t.partition not in busy]
-        self._keeper = leases.LeaseKeeper(self.store, grant.taken, self.lease_duration)
-        with self._keeper:
-            try:
-                if refused:
-                    for outcome in refused:
-                        self.stats.add(outcome)
-                    yield refused
-                yield from self._run(targets)
-            finally:
-                self._keeper.release([(self.contract.name, t.partition) for t in targets])
+        busy = self.leases.take([t.partition for t in targets])
+        refused = [TargetOutcome(t.partition, t.url, (), refusal=busy[t.partition]) for t in targets
+                   if t.partition in busy]
+        with self.leases:
+            if refused:
+                for outcome in refused:
+                    self.stats.add(outcome)
+                yield refused
+            yield from self._run([t for t in targets if t.partition not in busy])
 
     def _run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
         names = [t.partition for t in targets]
@@ -441,7 +390,7 @@ class BatchRunner:
             validated = out
         try:
             result = scrape.heal_and_decide(self.loaded, validated, self.run_id, self.artifacts,
-                                            self._fenced([item.target.partition]), story)
+                                            self.leases.fenced([item.target.partition]), story)
         except LeaseLost as lost:  # its heal (selectors, attempts, a pause) was not recorded either
             return _Item(item.target, tuple(story.events), lost=lost.lost[0])
         if result.heal.selector_version:
@@ -450,16 +399,12 @@ class BatchRunner:
                 control.put(self._selectors)
         return _Item(item.target, tuple(story.events), result)
 
-    def _fenced(self, partitions: Sequence[str]) -> ProjectStore:
-        """The store, committing for these targets only while this run holds their leases."""
-        mine = {lease.partition: lease for lease in self._keeper.mine}
-        return self.store.fenced(mine[p] for p in partitions if p in mine)
-
     def _commit(self, items: list[_Item]) -> list[TargetOutcome]:
         results = [i.result for i in items if isinstance(i.result, ScrapeResult) and i.lost is None]
-        fenced = self._fenced([i.target.partition for i in items])
+        fenced = self.leases.fenced([i.target.partition for i in items])
         recorded = iter(gate.record_results(fenced, results, self.run_id, self.loaded) if results else [])
-        lost = self._record_failures(fenced, [i for i in items if i.failure is not None])
+        lost = self.leases.record_failures([(i.target.partition, i.failure.message) for i in items
+                                            if i.failure is not None])
         outcomes = []
         for item in items:
             if isinstance(item.result, ScrapeResult) and item.lost is None:
@@ -475,21 +420,8 @@ class BatchRunner:
                 outcome = TargetOutcome(item.target.partition, item.target.url, item.story, failure=item.failure)
             self.stats.add(outcome)
             outcomes.append(outcome)
-        # recorded (or given up): free for the next run at once
-        self._keeper.release([(self.contract.name, i.target.partition) for i in items])
+        self.leases.release([i.target.partition for i in items])  # recorded or given up: free at once
         return outcomes
-
-    def _record_failures(self, fenced: ProjectStore, items: list[_Item]) -> dict[str, LostLease]:
-        """The fetch failures' streaks; those whose lease was lost are left out (partition → why)."""
-        lost: dict[str, LostLease] = {}
-        while True:
-            failures = [(i.target.partition, i.failure.message) for i in items
-                        if i.failure is not None and i.target.partition not in lost]
-            try:
-                fenced.record_failures(self.contract.name, failures)
-                return lost
-            except LeaseLost as exc:
-                lost.update({item.partition: item for item in exc.lost})
 
 
 def _refused(item: _Item, lost: LostLease) -> TargetOutcome:

@@ -35,6 +35,13 @@ def parse_workers() -> int:
     return _positive_int("SCRAPE_CONTRACTS_PARSE_WORKERS", os.cpu_count() or 1, allow_zero=True)
 
 
+def lease_seconds() -> float | None:
+    """How long a target's lease lasts without renewal (``SCRAPE_CONTRACTS_LEASE_SECONDS``; docs/leases.md);
+    None: derived from the contract's fetch deadline (``service.leases.duration_for``)."""
+    raw = os.environ.get("SCRAPE_CONTRACTS_LEASE_SECONDS")
+    return _positive_float("SCRAPE_CONTRACTS_LEASE_SECONDS", 0.0) if raw else None
+
+
 def engine_limits() -> Limits:
     """Bounds on regex, selector and heal work (``engine.limits``; README "Limits and safety")."""
     from scrape_contracts.engine.limits import SETTINGS, Limits

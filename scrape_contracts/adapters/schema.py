@@ -261,3 +261,16 @@ fingerprints = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Index("ix_sc_fingerprints_partition", "contract", "partition", "candidate_id"),
 )
+
+# One row per target ever leased: who may commit for it now (docs/leases.md). ``token`` grows by one at every
+# take by a new holder and never goes back (the row is never deleted), so a commit carrying an older token
+# was overtaken; ``expires_at`` is pushed forward while the holder works and set to the release time at the end.
+leases = sa.Table(
+    "sc_leases", metadata,
+    sa.Column("contract", sa.String(128), primary_key=True),
+    sa.Column("partition", sa.String(256), primary_key=True),
+    sa.Column("holder", sa.String(128), nullable=False),  # the Dagster run id of the worker
+    sa.Column("token", sa.Integer, nullable=False),
+    sa.Column("taken_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+)

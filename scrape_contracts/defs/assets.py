@@ -1,6 +1,7 @@
 """Per contract ``C``: ``scrape/C/candidate`` (ops fetch → extract → validate → heal) and ``scrape/C``."""
 
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -8,9 +9,10 @@ from typing import Any
 
 import dagster as dg
 
-from scrape_contracts.adapters.store import Candidate, StoreError
+from scrape_contracts.adapters.store import Candidate, LeaseLost, StoreError
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.model import Contract
+from scrape_contracts.defs.leases import target_lease
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.names import accepted_key, candidate_key, review_command
 from scrape_contracts.defs.partitions import partitions_for
@@ -92,41 +94,48 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
         project_store = store.get()
         partition = context.partition_key
         url = target_url(loaded, project_store, partition)
-        state = project_store.state(name, partition)
-        # a forced run (run tag scrape_contracts/force=true, `scrape-contracts run --force`) sends no validators
-        force = context.run.tags.get("scrape_contracts/force") == "true"
-        client = fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir)
-        if contract.is_list:  # every page of the target, found with the item selector in force
-            from scrape_contracts.adapters.fetch.paging import paged
+        emit = emitter(context, name)
+        # one run at a time scrapes a target: another run's live lease ends this one here, before any fetch
+        with target_lease(context, project_store, name, partition, contract.fetch, emit, take=True) as held:
+            state = project_store.state(name, partition)
+            # a forced run (run tag scrape_contracts/force=true, `scrape-contracts run --force`): no validators
+            force = context.run.tags.get("scrape_contracts/force") == "true"
+            client = fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir)
+            if contract.is_list:  # every page of the target, found with the item selector in force
+                from scrape_contracts.adapters.fetch.paging import paged
 
-            in_force = project_store.current_selectors(name, contract.selectors()).selectors
-            client = paged(client, contract, lists.item_selector(loaded, in_force))
-        try:
-            page = client.fetch(url, etag=None if force else state.etag,
-                                last_modified=None if force else state.last_modified)
-        except FetchError as exc:
-            emitter(context, name)(Stage.FETCH_FAILED, {
-                "url": redact_url(url), "error": str(exc), "kind": exc.kind,
-                "attempts": [dict(a) for a in exc.attempts]})
-            project_store.record_failures(name, [(partition, str(exc))])
-            raise dg.Failure(description=str(exc), allow_retries=False, metadata={
-                "url": redact_url(url), "kind": exc.kind, "transient": exc.transient}) from None
-        finally:
-            client.close()
+                in_force = project_store.current_selectors(name, contract.selectors()).selectors
+                client = paged(client, contract, lists.item_selector(loaded, in_force))
+            try:
+                page = client.fetch(url, etag=None if force else state.etag,
+                                    last_modified=None if force else state.last_modified)
+            except FetchError as exc:
+                emit(Stage.FETCH_FAILED, {"url": redact_url(url), "error": str(exc), "kind": exc.kind,
+                                          "attempts": [dict(a) for a in exc.attempts]})
+                held.store.record_failures(name, [(partition, str(exc))])
+                held.release()
+                raise dg.Failure(description=str(exc), allow_retries=False, metadata={
+                    "url": redact_url(url), "kind": exc.kind, "transient": exc.transient}) from None
+            finally:
+                client.close()
         # the last accepted version is read once, here: every later stage compares against the same snapshot
         previous = scrape.previous_of(project_store, name, partition)
-        return scrape.observe_page(loaded, partition, url, page, previous, artifacts.get(), emitter(context, name),
-                                   force=force)
+        fetched = scrape.observe_page(loaded, partition, url, page, previous, artifacts.get(), emit, force=force)
+        return dataclasses.replace(fetched, lease=held.lease)  # the later steps carry on with it
 
     @dg.op(name=f"{name}_extract", tags=op_tags)
     def extract(context: dg.OpExecutionContext, fetched: Fetched, store: ProjectStoreResource,
                 artifacts: ArtifactStoreResource) -> Extracted:
         """Apply the current selector version to the page."""
-        selectors = store.get().current_selectors(name, contract.selectors())
-        html = None if scrape.shortcut_holds(loaded, fetched, selectors) else \
-            scrape.page_html(fetched, None, artifacts.get())
-        earlier = scrape.earlier_selectors(store.get().selector_history(name)) if html else {}
-        return scrape.extract(loaded, fetched, selectors, html, emitter(context, name), earlier)
+        emit = emitter(context, name)
+        # renewed on the way (a run whose lease lapsed since its fetch stops here)
+        with target_lease(context, store.get(), name, fetched.partition, contract.fetch, emit,
+                          earlier=fetched.lease):
+            selectors = store.get().current_selectors(name, contract.selectors())
+            html = None if scrape.shortcut_holds(loaded, fetched, selectors) else \
+                scrape.page_html(fetched, None, artifacts.get())
+            earlier = scrape.earlier_selectors(store.get().selector_history(name)) if html else {}
+            return scrape.extract(loaded, fetched, selectors, html, emit, earlier)
 
     @dg.op(name=f"{name}_validate", tags=op_tags)
     def validate(context: dg.OpExecutionContext, extracted: Extracted) -> Validated:
@@ -144,8 +153,14 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
 
         emit = emitter(context, name)
         project_store = store.get()
-        result = scrape.heal_and_decide(loaded, validated, context.run_id, artifacts.get(), project_store, emit)
-        recorded = gate.store_candidate(project_store, result, context.run_id)
+        partition = validated.fetched.partition
+        # every write of this step (heal, heal attempts, pause, the candidate) is fenced by the run's lease
+        with target_lease(context, project_store, name, partition, contract.fetch, emit,
+                          earlier=validated.fetched.lease) as held:
+            result = scrape.heal_and_decide(loaded, validated, context.run_id, artifacts.get(), held.store, emit)
+            recorded = gate.store_candidate(held.store, result, context.run_id)
+            if recorded.status not in ("pending", "unchanged"):
+                held.release()  # nothing left for scrape/C to accept: the target is free for the next run
         if recorded.status == "quarantined":
             emit(Stage.QUARANTINED, {"candidate_id": recorded.candidate_id,
                                      "reasons": [v.message for v in result.violations],
@@ -194,11 +209,20 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
     def accepted(context: dg.AssetExecutionContext, candidate: Candidate,
                  store: ProjectStoreResource) -> dg.MaterializeResult:
         """The candidate that passed every blocking check becomes the accepted version."""
-        try:
-            recorded = gate.accept(store.get(), candidate, context.run.run_id, loaded)
-        except StoreError as exc:
-            raise dg.Failure(description=f"cannot accept candidate {candidate.id}: {exc}",
-                             allow_retries=False) from None
+        emit = emitter(context, name)
+        # the run that stored the candidate carries on with its lease; a run that only accepts takes one
+        own = candidate.run_id == context.run.run_id
+        with target_lease(context, store.get(), name, candidate.partition, contract.fetch, emit,
+                          take=not own) as held:
+            try:
+                recorded = gate.accept(held.store, candidate, context.run.run_id, loaded)
+            except LeaseLost:
+                raise
+            except StoreError as exc:
+                raise dg.Failure(description=f"cannot accept candidate {candidate.id}: {exc}",
+                                 allow_retries=False) from None
+            finally:
+                held.release()
         if recorded.status in ("quarantined", "rejected", "superseded"):
             # another run accepted a newer version while this one ran; against it, this candidate fails
             raise dg.Failure(description=(

@@ -31,7 +31,8 @@ from scrape_contracts.defs.checks import aimed_at_latest, check_metadata, contra
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.service.batch import BatchRunner, BatchSettings, BatchTarget, TargetOutcome
-from scrape_contracts.service.records import Stage
+from scrape_contracts.defs.leases import run_ended
+from scrape_contracts.service.records import Refusal, Stage
 from scrape_contracts.service.scrape import target_urls
 
 
@@ -68,6 +69,13 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
     """(materialisations, other events) that tell one target's story."""
     name = loaded.contract.name
     key, partition = candidate_key(name), outcome.partition
+    if outcome.refusal is not None:
+        if outcome.refusal.kind == Refusal.BUSY:
+            return [], []  # another run scrapes it and tells its story; this run's summary lists it
+        return [], [dg.AssetObservation(asset_key=key, partition=partition, metadata={
+            "stage": Stage.LEASE_LOST.value, "reason": outcome.refusal.message,
+            "stages": dg.MetadataValue.json(bounded(_story(outcome)))},
+            description=stage_description(Stage.LEASE_LOST.value, {"reason": outcome.refusal.message}))]
     if outcome.failure is not None:
         return [], [dg.AssetObservation(asset_key=key, partition=partition, metadata={
             "stage": Stage.FETCH_FAILED.value, "error": outcome.failure.message, "kind": outcome.failure.kind,
@@ -150,11 +158,13 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
             force=config.force or context.run.tags.get(FORCE_TAG) == "true", reextract=config.reextract,
             settings=BatchSettings(per_host=contract.fetch.concurrency, max_connections=settings.max_connections(),
                                    parse_workers=settings.parse_workers()),
+            ended=run_ended(context.instance),
         )
         failed_before = project_store.failed_checks(name, [t.partition for t in targets])
         context.log.info(f"scraping {len(targets)} target(s) of {name} ({len(skipped)} skipped)")
         unchanged: list[str] = []
         failures: list[dict[str, str]] = []
+        refused: list[str] = []
         last_progress = time.monotonic()
         for chunk in runner.run(targets):
             materialisations: list[Any] = []
@@ -166,6 +176,9 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
                     unchanged.append(outcome.partition)
                 if outcome.failure is not None:
                     failures.append({"partition": outcome.partition, "reason": outcome.failure.message})
+                if outcome.refusal is not None:  # busy elsewhere, or taken over: not recorded by this run
+                    skipped.append({"partition": outcome.partition, "reason": outcome.refusal.message})
+                    refused.append(outcome.refusal.message)
             yield from materialisations
             stats = runner.stats
             # each line is an event in the run's log (10 ms or so): one a second says as much as one a chunk
@@ -176,6 +189,9 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
         stats, summary = runner.stats, runner.summary()
         if summary.targets_failed:
             context.log.warning(summary.line())  # each cause once, however many targets it failed
+        if refused:  # one line, not one per target: each line is an event in the run's log
+            context.log.warning(f"{len(refused)} target(s) not scraped by this run (see the batch summary's "
+                                f"skipped), e.g. {refused[0]}")
         yield dg.AssetObservation(asset_key=candidate_key(name), metadata={
             "stage": Stage.BATCH_SUMMARY.value, "targets": len(targets), "seconds": round(stats.seconds, 3),
             "pages_per_second": round(stats.pages_per_second, 1),

@@ -32,15 +32,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from scrape_contracts.adapters.artifacts import ArtifactStore
-from scrape_contracts.adapters.store import ProjectStore, SelectorVersion, StoreUnavailable, unavailable
+from scrape_contracts.adapters.store import (
+    LeaseLost, LostLease, ProjectStore, SelectorVersion, StoreUnavailable, unavailable,
+)
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
-from scrape_contracts.service import gate, scrape
+from scrape_contracts.service import gate, leases, scrape
+from scrape_contracts.service.batch_leases import BatchLeases
 from scrape_contracts.service.breaker import HostBreaker
 from scrape_contracts.service.batch_summary import BatchSummary, summarise
 from scrape_contracts.service.records import (
-    FetchFailure, Previous, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
+    FetchFailure, LeaseRefusal, Previous, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
 )
+from scrape_contracts.service.stored_pages import ArtifactFetcher
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,8 @@ class BatchSettings:
 
 @dataclass(frozen=True)
 class TargetOutcome:
-    """One target's story in a batch: the result and what the store made of it, or why it failed."""
+    """One target's story in a batch: the result and what the store made of it, or why it failed, or why
+    this run recorded nothing for it (``refusal``: another run holds or took over its lease)."""
 
     partition: str
     url: str
@@ -68,6 +73,7 @@ class TargetOutcome:
     result: ScrapeResult | None = None
     recorded: Recorded | None = None
     failure: FetchFailure | None = None
+    refusal: LeaseRefusal | None = None
 
     @property
     def outcome(self) -> Outcome:
@@ -81,7 +87,7 @@ class BatchStats:
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def add(self, outcome: TargetOutcome) -> None:
-        self.counts[outcome.outcome.value] += 1
+        self.counts[outcome.refusal.kind.value if outcome.refusal else outcome.outcome.value] += 1
 
     @property
     def total(self) -> int:
@@ -108,6 +114,7 @@ class _Item:
     story: tuple[StageEvent, ...]
     result: ScrapeResult | Validated | None = None
     failure: FetchFailure | None = None
+    lost: LostLease | None = None  # its lease was lost before it could be recorded
 
 
 @dataclass(frozen=True)
@@ -127,43 +134,6 @@ class _Share:
     force: bool = False  # no validators, no unchanged shortcut: every page fetched and extracted again
     stored_pages: dict[str, str] | None = None  # re-extraction: partition → sha256 of its last fetched page
     earlier: dict[str, tuple[str, ...]] = field(default_factory=dict)  # selectors of earlier versions
-
-
-@dataclass(frozen=True)
-class StoredPage:
-    """A page read back from the artifact store instead of fetched: what re-extraction works on."""
-
-    url: str
-    html: str
-    sha256: str
-    status: int = 200
-    requested_url: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
-    elapsed_s: float = 0.0
-    encoding: str | None = "utf-8"
-    not_modified: bool = False
-    etag: str | None = None
-    last_modified: str | None = None
-    attempts: tuple[dict[str, Any], ...] = ()
-
-
-class _ArtifactFetcher:
-    """The fetcher of a re-extraction: the target's last fetched page, from the artifact store."""
-
-    def __init__(self, artifacts: ArtifactStore, pages: dict[str, str], urls: dict[str, str]) -> None:
-        self.artifacts, self.pages, self.partitions = artifacts, pages, {u: p for p, u in urls.items()}
-
-    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> StoredPage:
-        partition = self.partitions[url]
-        sha = self.pages.get(partition)
-        html = self.artifacts.get(sha) if sha else None
-        if html is None:
-            raise LookupError(f"no stored page for {partition!r} (never fetched, or pruned): re-extraction "
-                              "skips it; scrape it with `scrape-contracts run` instead")
-        return StoredPage(url=url, html=html, sha256=sha, requested_url=url)
-
-    async def aclose(self) -> None:
-        return None
 
 
 # ---- the workers: each fetches and processes its share --------------------------------------------------
@@ -206,7 +176,7 @@ class _Worker:
         lanes = max(1, min(share.max_connections, share.per_host * len(hosts), len(share.targets)))
         pending = iter(share.targets)
         if share.stored_pages is not None:
-            fetcher: Any = _ArtifactFetcher(self.artifacts, share.stored_pages, {t.partition: t.url for t in share.targets})
+            fetcher: Any = ArtifactFetcher(self.artifacts, share.stored_pages, {t.partition: t.url for t in share.targets})
         else:
             fetcher = async_fetcher_for(share.fetch_settings, self.loaded.base_dir,
                                         max_connections=share.max_connections)
@@ -303,7 +273,7 @@ def worker_context() -> Any:
 class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
-                 reextract: bool = False) -> None:
+                 reextract: bool = False, ended: leases.Ended | None = None) -> None:
         self.loaded = loaded
         self.contract = loaded.contract
         self.store = store
@@ -315,6 +285,7 @@ class BatchRunner:
         self.reextract = reextract  # work on each target's last fetched page instead of fetching
         self.stats = BatchStats()
         self.failures: list[FetchFailure] = []
+        self.leases = BatchLeases(store, self.contract.name, run_id, leases.duration_for(fetch_settings), ended)
         self._selectors = store.current_selectors(self.contract.name, self.contract.selectors())
         self._controls: list[Any] = []
 
@@ -323,8 +294,21 @@ class BatchRunner:
         return summarise(self.stats.total, self.stats.counts, self.failures)
 
     def run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
-        """Scrape ``targets``; yields each chunk of outcomes after it is committed to the store."""
+        """Scrape ``targets``; yields each chunk of outcomes after it is committed to the store. The targets
+        another run holds come first, as ``busy`` refusals, and are not fetched (service/batch_leases.py)."""
         self.stats, self.failures = BatchStats(), []
+        targets = list({t.partition: t for t in targets}.values())  # one lease, one scrape per target
+        busy = self.leases.take([t.partition for t in targets])
+        refused = [TargetOutcome(t.partition, t.url, (), refusal=busy[t.partition]) for t in targets
+                   if t.partition in busy]
+        with self.leases:
+            if refused:
+                for outcome in refused:
+                    self.stats.add(outcome)
+                yield refused
+            yield from self._run([t for t in targets if t.partition not in busy])
+
+    def _run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
         names = [t.partition for t in targets]
         previous = scrape.previous_all(self.store, self.contract.name, names)
         states = self.store.states(self.contract.name)
@@ -412,7 +396,11 @@ class BatchRunner:
             if isinstance(out, ScrapeResult):
                 return _Item(item.target, tuple(story.events), out)
             validated = out
-        result = scrape.heal_and_decide(self.loaded, validated, self.run_id, self.artifacts, self.store, story)
+        try:
+            result = scrape.heal_and_decide(self.loaded, validated, self.run_id, self.artifacts,
+                                            self.leases.fenced([item.target.partition]), story)
+        except LeaseLost as lost:  # its heal (selectors, attempts, a pause) was not recorded either
+            return _Item(item.target, tuple(story.events), lost=lost.lost[0])
         if result.heal.selector_version:
             self._selectors = self.store.current_selectors(self.contract.name, self.contract.selectors())
             for control in self._controls:
@@ -420,11 +408,12 @@ class BatchRunner:
         return _Item(item.target, tuple(story.events), result)
 
     def _commit(self, items: list[_Item]) -> list[TargetOutcome]:
-        results = [i.result for i in items if isinstance(i.result, ScrapeResult)]
+        results = [i.result for i in items if isinstance(i.result, ScrapeResult) and i.lost is None]
         try:
-            recorded = iter(gate.record_results(self.store, results, self.run_id, self.loaded) if results else [])
-            self.store.record_failures(self.contract.name, [(i.target.partition, i.failure.message)
-                                                            for i in items if i.failure is not None])
+            fenced = self.leases.fenced([i.target.partition for i in items])
+            recorded = iter(gate.record_results(fenced, results, self.run_id, self.loaded) if results else [])
+            lost = self.leases.record_failures([(i.target.partition, i.failure.message) for i in items
+                                                if i.failure is not None])
         except Exception as exc:
             down = unavailable(exc, self.store.engine.url.render_as_string(hide_password=True))
             if down is None:
@@ -434,17 +423,29 @@ class BatchRunner:
                                    "run the batch again once it answers") from None
         outcomes = []
         for item in items:
-            if isinstance(item.result, ScrapeResult):
+            if isinstance(item.result, ScrapeResult) and item.lost is None:
                 result, rec = next(recorded)
-                story = item.story + (_decision_event(result, rec),)
-                outcome = TargetOutcome(item.target.partition, item.target.url, story, result, rec)
+                if isinstance(rec, LostLease):
+                    outcome = _refused(item, rec)
+                else:
+                    story = item.story + (_decision_event(result, rec),)
+                    outcome = TargetOutcome(item.target.partition, item.target.url, story, result, rec)
+            elif item.lost is not None or item.target.partition in lost:
+                outcome = _refused(item, item.lost or lost[item.target.partition])
             else:
                 outcome = TargetOutcome(item.target.partition, item.target.url, item.story, failure=item.failure)
                 if item.failure is not None:
                     self.failures.append(item.failure)
             self.stats.add(outcome)
             outcomes.append(outcome)
+        self.leases.release([i.target.partition for i in items])  # recorded or given up: free at once
         return outcomes
+
+
+def _refused(item: _Item, lost: LostLease) -> TargetOutcome:
+    event = StageEvent(Stage.LEASE_LOST, {"reason": lost.message})
+    return TargetOutcome(item.target.partition, item.target.url, item.story + (event,),
+                         refusal=LeaseRefusal.lost(lost))
 
 
 def _failure(contract: str, target: BatchTarget, exc: Exception) -> _Item:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scrape_contracts.adapters.store import (
-    Candidate, CandidateAction, CandidateStatus, NewCandidate, ProjectStore, StaleCandidate, StoreError,
+    Candidate, CandidateAction, CandidateStatus, LeaseLost, LostLease, NewCandidate, ProjectStore, StaleCandidate,
+    StoreError,
 )
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
@@ -57,16 +58,27 @@ def store_candidate(store: ProjectStore, result: ScrapeResult, run_id: str) -> R
 
 
 def record_results(store: ProjectStore, results: Sequence[ScrapeResult], run_id: str, loaded: LoadedContract
-                   ) -> list[tuple[ScrapeResult, Recorded]]:
-    """Batch path: store and decide a chunk of candidates in one transaction.
+                   ) -> list[tuple[ScrapeResult, Recorded | LostLease]]:
+    """Batch path: store and decide a chunk of candidates in one transaction; the pairs in ``results``' order.
 
     A candidate whose target got a newer accepted version meanwhile (another run) is diffed against that
-    version and decided again, so it may come back quarantined or unchanged instead of accepted.
+    version and decided again, so it may come back quarantined or unchanged instead of accepted. With a
+    fenced ``store``, a target whose lease was lost gets its ``LostLease`` and nothing recorded; the others
+    are recorded without it (the refused transaction wrote nothing).
     """
-    final: dict[int, tuple[ScrapeResult, Recorded]] = {}
+    final: dict[int, tuple[ScrapeResult, Recorded | LostLease]] = {}
     pending = list(enumerate(results))
-    for _ in range(_MAX_REDECISIONS):
-        rows = store.record_candidates([_new_candidate(r, run_id, accept=True) for _, r in pending])
+    redecisions = 0
+    while pending:
+        try:
+            rows = store.record_candidates([_new_candidate(r, run_id, accept=True) for _, r in pending])
+        except LeaseLost as exc:
+            lost = {item.key: item for item in exc.lost}
+            for index, result in pending:
+                if (result.contract, result.partition) in lost:
+                    final[index] = (result, lost[(result.contract, result.partition)])
+            pending = [(i, r) for i, r in pending if i not in final]
+            continue
         retry = []
         for (index, result), row in zip(pending, rows, strict=True):
             if row.stale:
@@ -76,12 +88,14 @@ def record_results(store: ProjectStore, results: Sequence[ScrapeResult], run_id:
                 reason = quarantine_reason(result) if row.status == CandidateStatus.QUARANTINED else None
                 final[index] = (result, Recorded(row.candidate_id, result.outcome, row.status, row.accepted_version,
                                                  reason))
-        if not retry:
-            done = [final[i] for i in range(len(results))]
-            fingerprints.save(store, done)
-            return done
         pending = retry
-    raise StoreError(f"could not record {len(pending)} candidate(s): other runs kept accepting newer versions")
+        redecisions += bool(retry)
+        if redecisions >= _MAX_REDECISIONS and pending:
+            raise StoreError(f"could not record {len(pending)} candidate(s): other runs kept accepting newer "
+                             "versions")
+    done = [final[i] for i in range(len(results))]
+    fingerprints.save(store, [(r, rec) for r, rec in done if isinstance(rec, Recorded)])
+    return done
 
 
 _MAX_REDECISIONS = 5

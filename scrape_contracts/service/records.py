@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from scrape_contracts.adapters.schema import CandidateStatus
+from scrape_contracts.adapters.store import Lease, LostLease, TargetBusy
 from scrape_contracts.engine.diff import FieldChange
 from scrape_contracts.engine.extract import FieldProblem
 from scrape_contracts.engine.outcome import Outcome
@@ -43,6 +44,8 @@ class Stage(str, Enum):
     REVIEW_ANNOUNCED = "review_announced"
     RESUMED = "resumed"
     BATCH_SUMMARY = "batch_summary"
+    BUSY = "busy"  # another run holds the target's lease: nothing was scraped here
+    LEASE_LOST = "lease_lost"  # the lease expired or was taken over: nothing of this run was recorded
 
 
 MAX_STORED_RECORD_CHANGES = 200
@@ -96,6 +99,8 @@ class Fetched:
     etag: str | None
     last_modified: str | None
     previous: Previous | None
+    # the single-target run's lease on the target, taken before this fetch: its later steps carry on with it
+    lease: Lease | None = None
 
     @property
     def validators(self) -> dict[str, str | None]:
@@ -222,6 +227,30 @@ class FetchFailure:
     message: str
     transient: bool
     attempts: tuple[dict[str, Any], ...] = ()
+
+
+class Refusal(str, Enum):
+    """Why a batch did not record a target: another run holds its lease, or took it over meanwhile."""
+
+    BUSY = "busy"
+    LEASE_LOST = "lease_lost"
+
+
+@dataclass(frozen=True)
+class LeaseRefusal:
+    """A target this run did not record, and the line a user reads about it (docs/leases.md)."""
+
+    kind: Refusal
+    message: str
+    holder: str | None = None  # the run that holds the target's lease now
+
+    @classmethod
+    def busy(cls, held: Lease) -> LeaseRefusal:
+        return cls(Refusal.BUSY, str(TargetBusy(held)), held.holder)
+
+    @classmethod
+    def lost(cls, lost: LostLease) -> LeaseRefusal:
+        return cls(Refusal.LEASE_LOST, lost.message, lost.current.holder if lost.current else None)
 
 
 @dataclass(frozen=True)

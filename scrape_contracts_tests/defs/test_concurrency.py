@@ -2,9 +2,9 @@
 
 The store promises that races are settled by the database (row locks, unique constraints, compare-and-swap),
 not by hoping runs never meet. These tests make them meet: store calls released together from a barrier
-(threads, and spawned processes), two real Dagster runs of one partition in separate processes held at the
-selector compare-and-swap until both are there, and runs killed while their accept transaction waits on a
-lock the test holds. The locks are taken from the test, so production code has no test hooks.
+(threads, and spawned processes), two real Dagster runs of one contract (a target each: two runs of one
+target never both scrape it, test_leases_e2e) in separate processes held at the selector compare-and-swap
+until both are there, and runs killed while their accept transaction waits on a lock the test holds. The locks are taken from the test, so production code has no test hooks.
 """
 
 from __future__ import annotations
@@ -471,14 +471,15 @@ class RunSetup:
     def go(self) -> Path:
         return self.work / "go"
 
-    def run_here(self) -> dg.ExecuteInProcessResult:
+    def run_here(self, partition: str = "p1") -> dg.ExecuteInProcessResult:
         from scrape_contracts.defs import build_definitions
 
         job = build_definitions(self.contracts_dir).resolve_job_def("scrape_shop_job")
-        return job.execute_in_process(partition_key="p1", instance=self.instance, raise_on_error=False)
+        return job.execute_in_process(partition_key=partition, instance=self.instance, raise_on_error=False)
 
-    def start_worker(self, name: str) -> Worker:
-        """A run of shop/p1 in its own process: it builds the job, creates ``ready``, then waits for ``go``."""
+    def start_worker(self, name: str, partition: str) -> Worker:
+        """A run of shop/``partition`` in its own process: it builds the job, creates ``ready``, then waits
+        for ``go``. (Two runs of one target never both scrape it: the second ends busy, see test_leases_e2e.)"""
         run_id, app = str(uuid.uuid4()), f"sc_{name}"
         ready, result, log = self.work / f"{name}.ready", self.work / f"{name}.json", self.work / f"{name}.log"
         env = {**os.environ, "DAGSTER_HOME": str(self.home), "PYTHONPATH": str(REPO_ROOT),
@@ -488,7 +489,7 @@ class RunSetup:
         with log.open("wb") as out:  # a file, not a pipe nobody reads while the run logs
             process = subprocess.Popen(
                 [sys.executable, "-m", "scrape_contracts_tests.defs._worker", "run",
-                 "--contracts-dir", str(self.contracts_dir), "--contract", "shop", "--partition", "p1",
+                 "--contracts-dir", str(self.contracts_dir), "--contract", "shop", "--partition", partition,
                  "--run-id", run_id, "--ready", str(ready), "--go", str(self.go), "--result", str(result)],
                 env=env, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
         worker = Worker(name, app, process, run_id, ready, result, log)
@@ -547,7 +548,8 @@ def run_setup(pg_database: str, site: Any, tmp_path: Path, monkeypatch: pytest.M
     contracts_dir = tmp_path / "contracts"
     contracts_dir.mkdir()
     (contracts_dir / "shop.yaml").write_text(textwrap.dedent(PRODUCT_CONTRACT.format(
-        name="shop", targets=f"  - url: {site.url('/p/1')}\n    key: p1", extra="")))
+        name="shop", targets=f"  - url: {site.url('/p/1')}\n    key: p1\n  - url: {site.url('/p/2')}\n    key: p2",
+        extra="")))
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv("SCRAPE_CONTRACTS_DB_URL", pg_database)
     monkeypatch.setenv("SCRAPE_CONTRACTS_ARTIFACTS_DIR", str(home / "artifacts"))
@@ -592,13 +594,16 @@ class TableLock:
         self.release()
 
 
-def test_two_run_workers_heal_and_accept_one_partition_together(run_setup: RunSetup, site: Any) -> None:
+def test_two_run_workers_heal_two_targets_of_one_contract_together(run_setup: RunSetup, site: Any) -> None:
+    """Two runs, one target each, both heal the contract's selectors at once: both heals are kept."""
     setup = run_setup
-    # started first: their seconds of importing overlap the first run, and they wait for the go file
-    workers = [setup.start_worker("run_a"), setup.start_worker("run_b")]
-    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
-    assert setup.run_here().success
-    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00", layout="renamed"))
+    # started first: their seconds of importing overlap the first runs, and they wait for the go file
+    workers = [setup.start_worker("run_a", "p1"), setup.start_worker("run_b", "p2")]
+    for path in ("/p/1", "/p/2"):
+        site.set_page(path, product_page("Dune", "BK-1", "$100.00"))
+    assert setup.run_here("p1").success and setup.run_here("p2").success
+    for path in ("/p/1", "/p/2"):
+        site.set_page(path, product_page("Dune", "BK-1", "$100.00", layout="renamed"))
     # both runs read selector version 1 and heal; holding their selector INSERTs until both are there makes
     # them really collide at the compare-and-swap instead of one finishing before the other starts
     with TableLock(setup.db_url, "sc_selector_versions", "SHARE") as lock:
@@ -611,14 +616,12 @@ def test_two_run_workers_heal_and_accept_one_partition_together(run_setup: RunSe
     run_ids = {w.run_id for w in workers}
 
     store = setup.store
-    history = store.accepted_history("shop", "p1")
-    assert [v.version for v in history] == [1, 2, 3]
-    assert len({v.candidate_id for v in history}) == 3  # no candidate accepted twice
-    # each run accepted its own candidate, once
-    assert {v.run_id for v in history[1:]} == run_ids
-    for version in history[1:]:
-        assert store.candidate(version.candidate_id).run_id == version.run_id
-    assert history[-1].record == {"title": "Dune", "sku": "BK-1", "price": 100.0}
+    for worker, partition in zip(workers, ("p1", "p2"), strict=True):
+        history = store.accepted_history("shop", partition)
+        assert [v.version for v in history] == [1, 2]
+        assert history[-1].run_id == worker.run_id  # each run accepted its own candidate, once
+        assert store.candidate(history[-1].candidate_id).run_id == worker.run_id
+        assert history[-1].record == {"title": "Dune", "sku": "BK-1", "price": 100.0}
 
     selectors = store.selector_history("shop")
     assert [(v.version, v.parent_version, v.source) for v in selectors] == [
@@ -637,27 +640,26 @@ def test_runs_killed_inside_the_accept_transaction_leave_no_trace(run_setup: Run
                                                                  tmp_path: Path) -> None:
     """SIGKILL two runs inside their accept transaction: one blocked in the INSERT of its accepted version,
     the other just after its INSERT, in the UPDATE marking its candidate accepted (where a non-atomic
-    accept would already have left a row behind)."""
+    accept would already have left a row behind). One target each: a second run of one target ends busy."""
     setup = run_setup
-    workers = [setup.start_worker("victim_a"), setup.start_worker("victim_b")]
-    site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
-    assert setup.run_here().success
-    site.set_page("/p/1", product_page("Dune", "BK-1", "$110.00"))
-    # SHARE blocks only writers: the runs read sc_accepted freely (fetch, validate) and the first to take the
-    # partition lock stops at the INSERT of its accepted version; the other queues for the partition lock
+    workers = [setup.start_worker("victim_a", "p1"), setup.start_worker("victim_b", "p2")]
+    for path in ("/p/1", "/p/2"):
+        site.set_page(path, product_page("Dune", "BK-1", "$100.00"))
+    assert setup.run_here("p1").success and setup.run_here("p2").success
+    for path in ("/p/1", "/p/2"):
+        site.set_page(path, product_page("Dune", "BK-1", "$110.00"))
+    # SHARE blocks only writers: the runs read sc_accepted freely (fetch, validate) and both stop at the
+    # INSERT of their accepted version
     insert_lock = TableLock(setup.db_url, "sc_accepted", "SHARE")
     update_lock: TableLock | None = None
     try:
         setup.wait_for("both workers to be ready", lambda: all(w.ready.exists() for w in workers), workers)
         setup.go.touch()
-        first_pid = setup.wait_for(
-            "a run to block inserting its accepted version",
-            lambda: setup.waiting([workers[0]], "INSERT INTO sc_accepted", insert_lock.pid)
-            or setup.waiting([workers[1]], "INSERT INTO sc_accepted", insert_lock.pid), workers)
-        [(first_name, first_backend)] = first_pid.items()
-        first, second = sorted(workers, key=lambda w: w.name != first_name)
-        setup.wait_for("the other run to queue for the partition lock",
-                       lambda: setup.waiting([second], "SELECT", first), [second])
+        backends = setup.wait_for("both runs to block inserting their accepted version",
+                                  lambda: setup.waiting(workers, "INSERT INTO sc_accepted", insert_lock.pid),
+                                  workers)
+        first, second = workers
+        first_backend = backends[first.name]
         os.kill(first.process.pid, signal.SIGKILL)
         first.process.wait(timeout=10)
 
@@ -681,16 +683,18 @@ def test_runs_killed_inside_the_accept_transaction_leave_no_trace(run_setup: Run
     assert [w.process.returncode for w in workers] == [-signal.SIGKILL, -signal.SIGKILL]
 
     store = setup.store
-    latest = store.latest_accepted("shop", "p1")
-    assert (latest.version, latest.record["price"]) == (1, 100.0)
-    assert read_accepted("shop", db_url=setup.db_url)["price"].tolist() == [100.0]
-    assert len(rows(store, sa.select(accepted))) == 1
+    for partition in ("p1", "p2"):
+        latest = store.latest_accepted("shop", partition)
+        assert (latest.version, latest.record["price"]) == (1, 100.0)
+    assert read_accepted("shop", db_url=setup.db_url)["price"].tolist() == [100.0, 100.0]
+    assert len(rows(store, sa.select(accepted))) == 2
     victims = {w.run_id for w in workers}
     victim_candidates = rows(store, sa.select(candidates).where(candidates.c.run_id.in_(victims)))
     # written by their heal steps, never accepted
     assert sorted((c.status, c.record["price"]) for c in victim_candidates) == [("pending", 110.0)] * 2
-    state = store.state("shop", "p1")
-    assert not state.paused and state.heal_attempts == 0
+    for partition in ("p1", "p2"):
+        state = store.state("shop", partition)
+        assert not state.paused and state.heal_attempts == 0
 
     # Dagster never heard of the deaths: the runs stay STARTED
     instance = setup.instance
@@ -713,7 +717,8 @@ def test_runs_killed_inside_the_accept_transaction_leave_no_trace(run_setup: Run
     finally:
         limited.dispose()
 
-    result = setup.run_here()
+    # the failed run's target is taken over at once; the one still STARTED keeps p2 until its lease expires
+    result = setup.run_here("p1")
     assert result.success
     history = store.accepted_history("shop", "p1")
     assert [(v.version, v.record["price"]) for v in history] == [(1, 100.0), (2, 110.0)]

@@ -8,8 +8,8 @@ process opens the store.
 
 ``ProjectStore`` is put together from one part per responsibility: ``recording`` (storing and recording
 candidates, quarantine), ``acceptance`` (accepting exactly once, reading accepted versions), ``review``,
-``selectors`` (selector versions), ``state`` (partition state, dynamic targets); ``engines`` holds the
-connection pools and ``rows`` the values handed out.
+``selectors`` (selector versions), ``state`` (partition state, dynamic targets), ``leases`` (one holder per
+target, fenced commits); ``engines`` holds the connection pools and ``rows`` the values handed out.
 """
 
 from __future__ import annotations
@@ -25,19 +25,21 @@ from scrape_contracts.adapters.schema import (
 from scrape_contracts.adapters.store.recording import CandidatesMixin
 from scrape_contracts.adapters.store.engines import _engines, new_engine, schema_state, shown_url, upgrade_schema
 from scrape_contracts.adapters.store.errors import (
-    AlreadyAccepted, NothingToReview, SelectorConflict, StaleCandidate, StoreError, StoreNotFound, StoreTooNew,
-    StoreUnavailable, Superseded, unavailable, unreachable,
+    AlreadyAccepted, LeaseLost, LostLease, NothingToReview, SelectorConflict, StaleCandidate, StoreError,
+    StoreNotFound, StoreTooNew, StoreUnavailable, Superseded, TargetBusy, unavailable, unreachable,
 )
+from scrape_contracts.adapters.store.leases import LeaseGrant, LeasesMixin
 from scrape_contracts.adapters.store.review import ReviewMixin
 from scrape_contracts.adapters.store.rows import (
-    AcceptedVersion, Candidate, CandidateAction, NewCandidate, PartitionState, RecordedCandidate, Review,
+    AcceptedVersion, Candidate, CandidateAction, Lease, NewCandidate, PartitionState, RecordedCandidate, Review,
     SelectorVersion,
 )
 from scrape_contracts.adapters.store.selectors import SelectorsMixin, carried_over
 from scrape_contracts.adapters.store.state import REVIEW_PAUSE, PartitionStateMixin, TargetsMixin
 
 
-class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin):
+class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin,
+                   LeasesMixin):
     """The project store at one SQLAlchemy URL (its schema created or upgraded on first open)."""
 
 
@@ -66,10 +68,11 @@ def existing_store(url: str) -> ProjectStore:
 
 
 __all__ = [
-    "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction", "CandidateStatus",
-    "Decision", "NewCandidate", "NothingToReview", "OperationalError", "PartitionState", "ProjectStore",
-    "REVIEW_PAUSE", "RecordedCandidate", "Review", "SelectorConflict", "SelectorSource", "SelectorVersion",
-    "StaleCandidate", "StoreError", "StoreNotFound", "StoreTooNew", "StoreUnavailable", "Superseded",
-    "accepted", "candidates", "carried_over", "existing_store", "metadata", "new_engine", "reviews",
-    "schema_state", "shown_url", "unavailable", "unreachable", "upgrade_schema",
+    "REVIEW_PAUSE", "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction",
+    "CandidateStatus", "Decision", "Lease", "LeaseGrant", "LeaseLost", "LostLease", "NewCandidate",
+    "NothingToReview", "OperationalError", "PartitionState", "ProjectStore", "RecordedCandidate", "Review",
+    "SelectorConflict", "SelectorSource", "SelectorVersion", "StaleCandidate", "StoreError", "StoreNotFound",
+    "StoreTooNew", "StoreUnavailable", "Superseded", "TargetBusy", "accepted", "candidates", "carried_over",
+    "existing_store", "metadata", "new_engine", "reviews", "schema_state", "shown_url", "unavailable",
+    "unreachable", "upgrade_schema",
 ]

@@ -12,6 +12,7 @@ from scrape_contracts.adapters import outbox as _outbox
 from scrape_contracts.adapters.schema import AcceptSource, CandidateStatus, OutboxKind, accepted, candidates
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.errors import AlreadyAccepted, StaleCandidate, StoreError
+from scrape_contracts.adapters.store.leases import check_fence
 from scrape_contracts.adapters.store.rows import AcceptedVersion, _accepted, _candidate, _now
 from scrape_contracts.adapters.store.state import (
     _count_streaks, _lock_partition, _release_review_pause, _set_status, _update_state,
@@ -41,6 +42,7 @@ class AcceptedMixin(Connected):
         if row is None:
             raise StoreError(f"candidate {candidate_id} does not exist")
         cand = _candidate(row)
+        check_fence(conn, self, [(cand.contract, cand.partition)])
         _lock_partition(conn, cand.contract, cand.partition)
         # re-read under the lock: a racing run may have accepted it meanwhile
         status = conn.execute(sa.select(candidates.c.status).where(candidates.c.id == candidate_id)).scalar_one()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -14,6 +15,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from scrape_contracts.adapters import migrations
 from scrape_contracts.adapters.store.errors import StoreTooNew, unavailable
+from scrape_contracts.adapters.store.rows import Lease, utc_now
 
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
@@ -114,11 +116,17 @@ def _enable_wal(dbapi_conn: Any) -> None:
 
 
 class Connected:
-    """The store's engine and its transactions: what every part of ``ProjectStore`` builds on."""
+    """The store's engine and its transactions: what every part of ``ProjectStore`` builds on.
 
-    def __init__(self, url: str) -> None:
+    ``clock``: what leases take as now (tests pass their own; UTC). ``fence``: the leases a store got from
+    ``fenced`` commits under (None: an unfenced store, as the CLI, reviews and readers use).
+    """
+
+    def __init__(self, url: str, *, clock: Callable[[], dt.datetime] | None = None) -> None:
         self.url = url
         self.engine = _engine_for(url)
+        self.clock = clock or utc_now
+        self.fence: dict[tuple[str, str], Lease] | None = None
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scrape_contracts.adapters.store.rows import Lease
+
 
 class StoreError(Exception):
     """A request the store refuses; the message says why and what to do."""
@@ -70,3 +76,60 @@ class StaleCandidate(StoreError):
 
 class SelectorConflict(StoreError):
     """Another run added a selector version first: reload and retry."""
+
+
+def shown_time(at: dt.datetime) -> str:
+    return f"{at.astimezone(dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
+class TargetBusy(StoreError):
+    """Another holder's lease on the target is live: the target is being scraped elsewhere."""
+
+    def __init__(self, held: Lease) -> None:
+        self.held = held
+        super().__init__(
+            f"busy: target {held.contract}/{held.partition} is being scraped by run {held.holder} until "
+            f"{shown_time(held.expires_at)}; nothing was scraped for it here. It is free again as soon as that "
+            "run ends, or when its lease expires")
+
+
+@dataclass(frozen=True)
+class LostLease:
+    """A lease ``holder`` no longer has: ``mine`` the one it had (None: not known here), ``current`` the
+    target's lease now (None: the target never had one)."""
+
+    contract: str
+    partition: str
+    holder: str
+    mine: Lease | None
+    current: Lease | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.contract, self.partition
+
+    @property
+    def message(self) -> str:
+        mine, now = self.mine, self.current
+        where = f"target {self.contract}/{self.partition}"
+        if now is None or not now.token or not self.holder:
+            what = f"this run holds no lease on {where}"
+        elif now.holder != self.holder or (mine is not None and now.token != mine.token):
+            what = f"run {now.holder} took {where} over at {shown_time(now.taken_at)}, after this run's lease expired"
+        else:
+            what = (f"this run's lease on {where} expired at {shown_time(now.expires_at)} (the run was paused or "
+                    "stalled for longer than the lease, SCRAPE_CONTRACTS_LEASE_SECONDS)")
+        return f"lease lost: {what}; nothing this run found for it was recorded"
+
+
+class LeaseLost(StoreError):
+    """A commit (or renewal) by a holder whose lease expired or was taken over: nothing was written."""
+
+    def __init__(self, lost: Sequence[LostLease]) -> None:
+        self.lost = tuple(lost)
+        more = f" (and {len(self.lost) - 1} other target(s))" if len(self.lost) > 1 else ""
+        super().__init__(self.lost[0].message + more)
+
+    @property
+    def keys(self) -> set[tuple[str, str]]:
+        return {item.key for item in self.lost}

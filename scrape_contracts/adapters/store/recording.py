@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from scrape_contracts.adapters import outbox as _outbox
 from scrape_contracts.adapters.schema import AcceptSource, CandidateStatus, OutboxKind, accepted, candidates
 from scrape_contracts.adapters.store.engines import Connected
+from scrape_contracts.adapters.store.leases import check_fence
 from scrape_contracts.adapters.store.rows import (
     _STATUS_OF, Candidate, CandidateAction, NewCandidate, RecordedCandidate, _candidate, _now,
 )
@@ -27,6 +28,7 @@ class CandidatesMixin(Connected):
                       outcome: Outcome, details: dict[str, Any], page_sha256: str | None,
                       selector_version: int | None) -> Candidate:
         with self._tx() as conn:
+            check_fence(conn, self, [(contract, partition)])
             row = conn.execute(
                 candidates.insert().values(
                     contract=contract, partition=partition, run_id=run_id, url=url, record=record,
@@ -65,6 +67,7 @@ class CandidatesMixin(Connected):
 
     def set_candidate_status(self, candidate_id: int, status: CandidateStatus) -> None:
         with self._tx() as conn:
+            check_fence(conn, self, [_key_of(conn, candidate_id)])
             conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status=status))
 
     def quarantine(self, candidate_id: int, reason: str) -> Candidate:
@@ -74,6 +77,7 @@ class CandidatesMixin(Connected):
         accepted or quarantined: then this candidate is superseded on arrival and nothing is paused for it.
         """
         with self._tx() as conn:
+            check_fence(conn, self, [_key_of(conn, candidate_id)])
             self._quarantine(conn, candidate_id, reason)
         return self.candidate(candidate_id)  # type: ignore[return-value]
 
@@ -116,6 +120,8 @@ class CandidatesMixin(Connected):
             return []
         now = _now()
         with self._tx() as conn:
+            # before anything is written: a holder that lost a lease gets LeaseLost and the chunk rolls back
+            check_fence(conn, self, {(i.contract, i.partition) for i in items})
             _lock_partitions(conn, {(i.contract, i.partition) for i in items})
             next_version = self._next_versions(conn, [i for i in items if i.action == CandidateAction.ACCEPT])
             # compare-and-swap: an accept diffed against a version that is no longer the newest is not
@@ -248,3 +254,9 @@ class CandidatesMixin(Connected):
                 .order_by(candidates.c.id.desc()).limit(1)
             ).first()
         return _candidate(row) if row else None
+
+
+def _key_of(conn: Connection, candidate_id: int) -> tuple[str, str]:
+    row = conn.execute(sa.select(candidates.c.contract, candidates.c.partition)
+                       .where(candidates.c.id == candidate_id)).one()
+    return row.contract, row.partition

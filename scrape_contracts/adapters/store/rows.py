@@ -118,6 +118,26 @@ class PartitionState:
 
 
 @dataclass(frozen=True)
+class Lease:
+    """A target's lease: ``holder`` may commit for the target while the row still has ``token`` and until
+    ``expires_at`` (UTC). A released lease keeps its holder and token and expires when it was released."""
+
+    contract: str
+    partition: str
+    holder: str
+    token: int
+    taken_at: dt.datetime
+    expires_at: dt.datetime
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.contract, self.partition
+
+    def live(self, now: dt.datetime) -> bool:
+        return self.expires_at > now
+
+
+@dataclass(frozen=True)
 class Review:
     contract: str
     partition: str
@@ -127,6 +147,10 @@ class Review:
     reason: str
     run_id: str | None
     accepted_version: int | None
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
 
 
 def _now() -> dt.datetime:
@@ -142,6 +166,11 @@ def _state(row: Any) -> PartitionState:
 def _utc(value: dt.datetime | None) -> dt.datetime | None:
     # SQLite gives timestamps back without their zone; they were written in UTC
     return value.replace(tzinfo=dt.timezone.utc) if value is not None and value.tzinfo is None else value
+
+
+def lease_of(row: Any) -> Lease:
+    return Lease(row.contract, row.partition, row.holder, row.token, _utc(row.taken_at),  # type: ignore[arg-type]
+                 _utc(row.expires_at))  # type: ignore[arg-type]
 
 
 def _candidate(row: Any) -> Candidate:

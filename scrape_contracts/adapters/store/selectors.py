@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from scrape_contracts.adapters import outbox as _outbox
 from scrape_contracts.adapters.schema import OutboxKind, SelectorSource, selector_versions
 from scrape_contracts.adapters.store.engines import Connected
+from scrape_contracts.adapters.store.leases import check_fence
 from scrape_contracts.adapters.store.errors import SelectorConflict
 from scrape_contracts.adapters.store.rows import SelectorVersion, _now, _selector_version
 
@@ -52,6 +53,8 @@ class SelectorsMixin(Connected):
         version = (parent_version or 0) + 1
         try:
             with self._tx() as conn:
+                if partition is not None:  # a heal, by the scrape of one target
+                    check_fence(conn, self, [(contract, partition)])
                 newest = conn.execute(
                     sa.select(sa.func.max(selector_versions.c.version))
                     .where(selector_versions.c.contract == contract)

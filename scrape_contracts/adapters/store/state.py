@@ -17,6 +17,7 @@ from scrape_contracts.adapters.schema import (
     CandidateStatus, OutboxKind, candidates, partition_state, selector_versions, targets,
 )
 from scrape_contracts.adapters.store.engines import Connected
+from scrape_contracts.adapters.store.leases import check_fence
 from scrape_contracts.adapters.store.rows import PartitionState, _now, _state
 
 # the pause reason of a target waiting for review starts with this
@@ -48,12 +49,14 @@ class PartitionStateMixin(Connected):
 
     def update_state(self, contract: str, partition: str, **values: Any) -> PartitionState:
         with self._tx() as conn:
+            check_fence(conn, self, [(contract, partition)])
             _ensure_state(conn, contract, partition)
             _update_state(conn, contract, partition, **values)
         return self.state(contract, partition)
 
     def add_heal_attempt(self, contract: str, partition: str) -> int:
         with self._tx() as conn:
+            check_fence(conn, self, [(contract, partition)])
             _lock_partition(conn, contract, partition)
             conn.execute(partition_state.update().where(
                 partition_state.c.contract == contract, partition_state.c.partition == partition
@@ -66,6 +69,7 @@ class PartitionStateMixin(Connected):
 
         ``cause``: "person" (scrape-contracts pause, the UI's job) or "budget_exhausted" (the healer)."""
         with self._tx() as conn:
+            check_fence(conn, self, [(contract, partition)])
             _lock_partition(conn, contract, partition)
             _update_state(conn, contract, partition, paused=True, pause_reason=reason)
             number = _outbox.next_pause_number(conn, contract, partition)
@@ -78,6 +82,7 @@ class PartitionStateMixin(Connected):
         if not failures:
             return
         with self._tx() as conn:
+            check_fence(conn, self, {(contract, p) for p, _ in failures})
             _lock_partitions(conn, {(contract, p) for p, _ in failures})
             _count_streaks(conn, failed=[(contract, p, reason) for p, reason in failures], succeeded=[])
 

@@ -1,6 +1,6 @@
 """Repair stores migrated by an intermediate commit: create whatever of 0005-0007 they lack (issue 28).
 
-Revision 0009_repair_intermediate_stores (after 0007; re-pointed after 0008_target_leases when both meet).
+Revision 0009_repair_intermediate_stores (after 0008_target_leases).
 Before revision ids were fixed for good, parallel branches numbered their migrations apart and the merges
 renumbered them: a store migrated by the front door's commit is at "0007" without 0005's column and
 0006's table; one migrated by the fingerprints' commit is at "0006" without 0005's column (its next upgrade
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0009_repair_intermediate_stores'
-down_revision = '0007'
+down_revision = '0008_target_leases'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,56 @@
+"""The leases of a batch's targets: taken in one transaction before anything is fetched, renewed while the
+batch works, checked by the store at each chunk's commit, released as each chunk is committed.
+
+A target another live run holds is not fetched (``busy``); one whose lease was lost before its commit is
+left out of the commit and reported (``lost``); the rest of the chunk is recorded as usual.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from scrape_contracts.adapters.store import LeaseLost, LostLease, ProjectStore
+from scrape_contracts.service import leases
+from scrape_contracts.service.records import LeaseRefusal
+
+
+class BatchLeases:
+    def __init__(self, store: ProjectStore, contract: str, holder: str, duration: dt.timedelta,
+                 ended: leases.Ended | None = None) -> None:
+        self.store, self.contract, self.holder, self.duration, self.ended = store, contract, holder, duration, ended
+        self.keeper = leases.LeaseKeeper(store, (), duration)
+
+    def take(self, partitions: Sequence[str]) -> dict[str, LeaseRefusal]:
+        """Take the targets' leases; partition → why for those another run holds (busy)."""
+        grant = leases.take(self.store, self.contract, partitions, holder=self.holder, duration=self.duration,
+                            ended=self.ended)
+        self.keeper = leases.LeaseKeeper(self.store, grant.taken, self.duration)
+        return {lease.partition: LeaseRefusal.busy(lease) for lease in grant.refused}
+
+    def fenced(self, partitions: Sequence[str]) -> ProjectStore:
+        """The store, committing for these targets only while this run holds their leases."""
+        mine = {lease.partition: lease for lease in self.keeper.mine}
+        return self.store.fenced(mine[p] for p in partitions if p in mine)
+
+    def record_failures(self, failures: Sequence[tuple[str, str]]) -> dict[str, LostLease]:
+        """Fetch failures' streaks; those whose lease was lost are left out (partition → why)."""
+        fenced = self.fenced([p for p, _ in failures])
+        lost: dict[str, LostLease] = {}
+        while True:
+            try:
+                fenced.record_failures(self.contract, [(p, why) for p, why in failures if p not in lost])
+                return lost
+            except LeaseLost as exc:  # the refused transaction wrote nothing: again without the lost ones
+                lost.update({item.partition: item for item in exc.lost})
+
+    def release(self, partitions: Sequence[str]) -> None:
+        self.keeper.release([(self.contract, p) for p in partitions])
+
+    def __enter__(self) -> BatchLeases:
+        self.keeper.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.keeper.__exit__(*exc)
+        self.keeper.release([lease.key for lease in self.keeper.mine])  # whatever was never committed

@@ -89,7 +89,7 @@ CANARY_RULE = "canary"
 
 def canary_rule(contract: Contract, partition: str) -> Activation | None:
     """A canary target's alerts, as the operational rule they are: ``on: [failing, recovered]`` to its
-    ``notify``. The same failure streak code counts for it (adapters/store/state.py ``_count_streaks``), so the
+    ``notify``. The same failure streak code counts for it (adapters/store/state.py ``count_streaks``), so the
     alert goes once per streak and the recovery only after an alert; and an ``on: failing`` rule to the same
     destination gives the same message id, delivered once."""
     canary = contract.canary_for(partition)

@@ -47,7 +47,7 @@ def with_fingerprints(loaded: LoadedContract, result: ScrapeResult, selectors: d
     if reused or missing or result.outcome not in KEPT_OUTCOMES or loaded.contract.is_list or not wanted():
         return result  # list targets heal by relocating their items (service/lists_heal.py), not from these
     from scrape_contracts.engine.heal import remember
-    from scrape_contracts.service.scrape import heal_spec
+    from scrape_contracts.service.heal_steps import heal_spec
 
     fields = loaded.contract.fields
     specs = {name: heal_spec(name, fields[name], selectors[name], value)

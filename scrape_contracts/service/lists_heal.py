@@ -22,14 +22,12 @@ from scrape_contracts.contract.records import ITEM_SELECTOR
 from scrape_contracts.engine.heal.items import item_html, relocate_items
 from scrape_contracts.engine.lists import RECORD_KEY, extract_records, set_document, split_pages
 from scrape_contracts.engine.select import SelectorBudget, parse_html, select
-from scrape_contracts.service import lists
+from scrape_contracts.service import heal_steps, lists
 from scrape_contracts.service.records import Emit, HealReport, Stage, Validated
 
 
 def heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,
          store: ProjectStore, emit: Emit) -> tuple[Validated, HealReport]:
-    from scrape_contracts.service import scrape  # the single-record heal's budget and selector versions
-
     contract = loaded.contract
     records = contract.records
     assert records is not None
@@ -40,7 +38,7 @@ def heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: A
     state = store.state(contract.name, partition)
     if state.heal_attempts >= budget:
         reason = f"healing budget exhausted ({state.heal_attempts}/{budget} attempts used)"
-        scrape._pause_exhausted(store, contract.name, partition, reason, emit)
+        heal_steps.pause_exhausted(store, contract.name, partition, reason, emit)
         return validated, HealReport(attempted=True, fields=triggers, reason=reason)
     before_doc = artifacts.get(previous.page_sha256) if previous and previous.page_sha256 else None
     known = lists.previous_records(previous)
@@ -60,7 +58,7 @@ def heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: A
         emit(Stage.HEALING_REFUSED, {"fields": refused, "attempt": attempts, "budget": budget,
                                      "reason": reason})
         if attempts >= budget:
-            scrape._pause_exhausted(store, contract.name, partition,
+            heal_steps.pause_exhausted(store, contract.name, partition,
                                     f"healing budget exhausted after {attempts} attempts; "
                                     f"{', '.join(refused)} could not be healed", emit)
         return validated, HealReport(attempted=True, fields=triggers, reason=reason, results=evidence,
@@ -68,7 +66,7 @@ def heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: A
     # what the single-record heal saves per field (a HealResult's selector, evidence and confidence)
     results = {name: SimpleNamespace(selector=r["selector"], evidence=r["evidence"],
                                      confidence=r["confidence"]) for name, r in evidence.items()}
-    version = scrape._save_selectors(loaded, extracted, results, run_id, store)
+    version = heal_steps.save_selectors(loaded, extracted, results, run_id, store)
     extraction = _extract(loaded, after_doc, version.selectors, fetched.final_url)
     re_extracted = dataclasses.replace(
         extracted, record=set_document(extraction.records, pages=extraction.pages),
@@ -119,7 +117,7 @@ def _heal_selectors(loaded: LoadedContract, old: dict[str, str], known: list[dic
     key, before_item, after_item = pair
     record = next(r for r in known if r[RECORD_KEY] == key)
     from scrape_contracts.engine.heal import heal as heal_fields
-    from scrape_contracts.service.scrape import heal_spec
+    from scrape_contracts.service.heal_steps import heal_spec
 
     specs = {name: heal_spec(name, contract.fields[name], old[name], record.get(name)) for name in broken}
     found = heal_fields(before_item, after_item, specs, limits=limits, page_url=page_url)

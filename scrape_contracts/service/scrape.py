@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from scrape_contracts import settings
 from scrape_contracts.adapters.artifacts import ArtifactStore
 from scrape_contracts.adapters.fetch.page import FetchError
-from scrape_contracts.adapters.store import ProjectStore, SelectorConflict, SelectorVersion
+from scrape_contracts.adapters.store import ProjectStore, SelectorVersion
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.diff import diff_records
 from scrape_contracts.engine.extract import Extraction, extract_record
@@ -23,16 +23,13 @@ from scrape_contracts.engine.outcome import Outcome, decide_outcome
 from scrape_contracts.engine.rendering import browser_hint
 from scrape_contracts.engine.select import parse_html
 from scrape_contracts.engine.validate import CHANGE_CHECK, REQUIRED_CHECK, validate_rules, validate_schema
-from scrape_contracts.service import fingerprints, lists, lists_heal
+from scrape_contracts.service import fingerprints, heal_steps, lists, lists_heal
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
 )
 
 if TYPE_CHECKING:
     import parsel
-
-    from scrape_contracts.contract.fields import FieldSpec
-    from scrape_contracts.engine.heal import HealSpec
 
 
 def target_url(loaded: LoadedContract, store: ProjectStore, partition: str) -> str:
@@ -323,7 +320,7 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
     state = store.state(contract.name, partition)
     if state.heal_attempts >= budget:
         reason = f"healing budget exhausted ({state.heal_attempts}/{budget} attempts used)"
-        _pause_exhausted(store, contract.name, partition, reason, emit)
+        heal_steps.pause_exhausted(store, contract.name, partition, reason, emit)
         return validated, HealReport(attempted=True, fields=triggers, reason=reason)
     before_html = artifacts.get(previous.page_sha256) if previous and previous.page_sha256 else None
     # the page may have been pruned (see retention): then the fingerprints stored at acceptance stand in
@@ -336,7 +333,7 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
         return validated, HealReport(attempted=True, fields=triggers, reason=reason)
     # parsed once: the heal reads it, then the healed selectors re-extract from it
     after = parse_html((artifacts.get(fetched.page_sha256) if fetched.page_sha256 else None) or "")
-    specs = {name: heal_spec(name, contract.fields[name], extracted.selectors[name],
+    specs = {name: heal_steps.heal_spec(name, contract.fields[name], extracted.selectors[name],
                               previous.record.get(name))
              for name in triggers}
     started = time.perf_counter()
@@ -353,12 +350,12 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
         reason = f"healer refused {', '.join(refused)} (attempt {attempts}/{budget})"
         emit(Stage.HEALING_REFUSED, {"fields": refused, "attempt": attempts, "budget": budget, "reason": reason})
         if attempts >= budget:
-            _pause_exhausted(store, contract.name, partition,
+            heal_steps.pause_exhausted(store, contract.name, partition,
                              f"healing budget exhausted after {attempts} attempts; fields {', '.join(refused)} "
                              "could not be healed", emit)
         return validated, HealReport(attempted=True, fields=triggers, reason=reason, results=evidence,
                                      seconds=seconds)
-    version = _save_selectors(loaded, extracted, {n: results[n] for n in triggers}, run_id, store)
+    version = heal_steps.save_selectors(loaded, extracted, {n: results[n] for n in triggers}, run_id, store)
     extraction = extract_record(after, contract.fields, version.selectors,
                                 limits=settings.engine_limits(), page_url=fetched.final_url)
     re_extracted = dataclasses.replace(extracted, record=extraction.record, problems=extraction.problems,
@@ -369,46 +366,3 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
     healed = not extraction.problems and not heal_triggers(re_validated)
     return re_validated, HealReport(attempted=True, healed=healed, fields=triggers, results=evidence,
                                     selector_version=version.version, seconds=seconds)
-
-
-def heal_spec(name: str, field: FieldSpec, selector: str, before: Any) -> HealSpec:
-    """What the healer is told about one field: its broken selector, last accepted value, type and rules."""
-    from scrape_contracts.engine.heal import HealSpec
-
-    rules = field.rules
-    return HealSpec(name=name, selector=selector, before=before, type=field.type, pattern=field.pattern,
-                    normalise=tuple(field.normalise), minimum=rules.min, maximum=rules.max,
-                    max_change_pct=rules.max_change_pct, expected=rules.expected)
-
-
-def _save_selectors(loaded: LoadedContract, extracted: Extracted, results: dict[str, Any], run_id: str,
-                    store: ProjectStore) -> SelectorVersion:
-    contract = loaded.contract
-    parent = extracted.selector_version
-    healed = {n: r.selector for n, r in results.items()}
-    new_selectors = {**extracted.selectors, **healed}
-    changes = {n: {"old": extracted.selectors[n], "new": r.selector, "evidence": r.evidence,
-                   "confidence": r.confidence} for n, r in results.items()}
-    # every conflict means another run's save committed, so this always progresses; the deadline only bounds
-    # pathological contention
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return store.add_selector_version(
-                contract.name, parent_version=parent, selectors=new_selectors,
-                contract_selectors=contract.selectors(), source="heal", changes=changes, run_id=run_id,
-                partition=extracted.fetched.partition,
-            )
-        except SelectorConflict:
-            if time.monotonic() > deadline:
-                raise SelectorConflict(
-                    f"could not save healed selectors of {contract.name!r}: too much contention") from None
-            # another run healed first: keep its selectors and layer ours on top, never drop either
-            latest = store.current_selectors(contract.name, contract.selectors())
-            parent = latest.version
-            new_selectors = {**latest.selectors, **healed}
-
-
-def _pause_exhausted(store: ProjectStore, contract: str, partition: str, reason: str, emit: Emit) -> None:
-    store.pause(contract, partition, reason, cause="budget_exhausted")
-    emit(Stage.PAUSED, {"reason": reason})

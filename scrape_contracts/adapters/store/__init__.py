@@ -23,7 +23,7 @@ from scrape_contracts.adapters.schema import (
     AcceptSource, CandidateStatus, Decision, SelectorSource, accepted, candidates, metadata, reviews,
 )
 from scrape_contracts.adapters.store.recording import CandidatesMixin
-from scrape_contracts.adapters.store.engines import _engines, new_engine, schema_state, shown_url, upgrade_schema
+from scrape_contracts.adapters.store.engines import new_engine, open_engines, schema_state, shown_url, upgrade_schema
 from scrape_contracts.adapters.store.errors import (
     AlreadyAccepted, LeaseLost, LostLease, NothingToReview, SelectorConflict, StaleCandidate, StoreError,
     StoreNotFound, StoreTooNew, StoreUnavailable, Superseded, TargetBusy, unavailable, unreachable,
@@ -45,7 +45,7 @@ class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateM
 
 def existing_store(url: str) -> ProjectStore:
     """The store at ``url`` if one is there; ``StoreNotFound`` rather than creating an empty one (readers)."""
-    if url not in _engines:
+    if url not in open_engines:
         parsed = sa.engine.make_url(url)
         shown = parsed.render_as_string(hide_password=True)
         if parsed.get_backend_name() == "sqlite":
@@ -66,6 +66,8 @@ def existing_store(url: str) -> ProjectStore:
                 raise StoreNotFound(f"no project store in {shown} (the database has no scrape_contracts tables)")
     return ProjectStore(url)
 
+
+_engines = open_engines  # the tests' handle on the same dict
 
 __all__ = [
     "REVIEW_PAUSE", "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction",

@@ -13,9 +13,9 @@ from scrape_contracts.adapters.schema import AcceptSource, CandidateStatus, Outb
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.errors import AlreadyAccepted, StaleCandidate, StoreError
 from scrape_contracts.adapters.store.leases import check_fence
-from scrape_contracts.adapters.store.rows import AcceptedVersion, _accepted, _candidate, _now
+from scrape_contracts.adapters.store.rows import AcceptedVersion, accepted_of, candidate_of, utc_now
 from scrape_contracts.adapters.store.state import (
-    _count_streaks, _lock_partition, _release_review_pause, _set_status, _update_state,
+    count_streaks, lock_partition, release_review_pause, set_status, write_state,
 )
 
 
@@ -41,9 +41,9 @@ class AcceptedMixin(Connected):
         row = conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).first()
         if row is None:
             raise StoreError(f"candidate {candidate_id} does not exist")
-        cand = _candidate(row)
+        cand = candidate_of(row)
         check_fence(conn, self, [(cand.contract, cand.partition)])
-        _lock_partition(conn, cand.contract, cand.partition)
+        lock_partition(conn, cand.contract, cand.partition)
         # re-read under the lock: a racing run may have accepted it meanwhile
         status = conn.execute(sa.select(candidates.c.status).where(candidates.c.id == candidate_id)).scalar_one()
         if status == CandidateStatus.ACCEPTED:
@@ -63,12 +63,12 @@ class AcceptedMixin(Connected):
             conn.execute(accepted.insert().values(
                 contract=cand.contract, partition=cand.partition, version=version, record=cand.record,
                 url=cand.url, candidate_id=cand.id, run_id=run_id, page_sha256=cand.page_sha256,
-                source=source, reviewer=reviewer, reason=reason, created_at=_now(),
+                source=source, reviewer=reviewer, reason=reason, created_at=utc_now(),
             ))
         except IntegrityError as exc:
             raise AlreadyAccepted(f"candidate {candidate_id} raced with another accept: {exc.orig}") from None
-        _set_status(conn, candidate_id, CandidateStatus.ACCEPTED)
-        _count_streaks(conn, failed=[], succeeded=[(cand.contract, cand.partition)])
+        set_status(conn, candidate_id, CandidateStatus.ACCEPTED)
+        count_streaks(conn, failed=[], succeeded=[(cand.contract, cand.partition)])
         _outbox.write(conn, OutboxKind.ACCEPTED, [(cand.contract, cand.partition, version, {
             "candidate_id": cand.id, "previous_version": newest or None, "source": AcceptSource(source).value,
             "reviewer": reviewer, "reason": reason, "run_id": run_id})])
@@ -82,12 +82,12 @@ class AcceptedMixin(Connected):
         if superseded:
             # a run that overlapped a quarantine (or was launched by hand) made the review moot; a target
             # left paused with nothing to review would be skipped by its schedule until someone noticed
-            _release_review_pause(conn, cand.contract, cand.partition)
+            release_review_pause(conn, cand.contract, cand.partition)
         validators = (cand.details or {}).get("validators") or {}
-        _update_state(conn, cand.contract, cand.partition, heal_attempts=0, last_page_sha256=cand.page_sha256,
+        write_state(conn, cand.contract, cand.partition, heal_attempts=0, last_page_sha256=cand.page_sha256,
                       etag=validators.get("etag"), last_modified=validators.get("last_modified"))
         return AcceptedVersion(cand.contract, cand.partition, version, cand.record, cand.url, cand.id, run_id,
-                               cand.page_sha256, source, reviewer, reason, _now())
+                               cand.page_sha256, source, reviewer, reason, utc_now())
 
     def last_pages(self, contract: str, partitions: Sequence[str]) -> dict[str, str]:
         """partition → sha256 of the page its newest candidate was extracted from (what re-extraction reads)."""
@@ -121,7 +121,7 @@ class AcceptedMixin(Connected):
                 .where(accepted.c.contract == contract, accepted.c.partition == partition)
                 .order_by(accepted.c.version.desc()).limit(1)
             ).first()
-        return _accepted(row) if row else None
+        return accepted_of(row) if row else None
 
     def accepted_history(self, contract: str, partition: str) -> list[AcceptedVersion]:
         with self.engine.connect() as conn:
@@ -130,14 +130,14 @@ class AcceptedMixin(Connected):
                 .where(accepted.c.contract == contract, accepted.c.partition == partition)
                 .order_by(accepted.c.version)
             ).all()
-        return [_accepted(r) for r in rows]
+        return [accepted_of(r) for r in rows]
 
     def accepted_versions(self, contract: str, partition: str, versions: Sequence[int]) -> dict[int, AcceptedVersion]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(accepted).where(
                 accepted.c.contract == contract, accepted.c.partition == partition,
                 accepted.c.version.in_(list(versions)))).all()
-        return {r.version: _accepted(r) for r in rows}
+        return {r.version: accepted_of(r) for r in rows}
 
     def latest_accepted_all(self, contract: str, partitions: Sequence[str] | None = None) -> list[AcceptedVersion]:
         newest = (
@@ -153,4 +153,4 @@ class AcceptedMixin(Connected):
             query = query.where(accepted.c.partition.in_(list(partitions)))
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(accepted.c.partition)).all()
-        return [_accepted(r) for r in rows]
+        return [accepted_of(r) for r in rows]

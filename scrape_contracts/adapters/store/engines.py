@@ -17,14 +17,15 @@ from scrape_contracts.adapters import migrations
 from scrape_contracts.adapters.store.errors import StoreTooNew, unavailable
 from scrape_contracts.adapters.store.rows import Lease, utc_now
 
-_engines: dict[str, Engine] = {}
+# one engine per store URL in this process, opened once (the package's existing_store asks it)
+open_engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 
 
 def _engine_for(url: str) -> Engine:
     # one pool per URL per process: runs, sensors and the CLI share it
     with _engines_lock:
-        engine = _engines.get(url)
+        engine = open_engines.get(url)
         if engine is None:
             engine = new_engine(url)
             try:
@@ -38,7 +39,7 @@ def _engine_for(url: str) -> Engine:
                 if down is None:
                     raise
                 raise down from None
-            _engines[url] = engine
+            open_engines[url] = engine
         return engine
 
 

@@ -14,11 +14,11 @@ from scrape_contracts.adapters.schema import AcceptSource, CandidateStatus, Outb
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.leases import check_fence
 from scrape_contracts.adapters.store.rows import (
-    _STATUS_OF, Candidate, CandidateAction, NewCandidate, RecordedCandidate, _candidate, _now,
+    STATUS_OF, Candidate, CandidateAction, NewCandidate, RecordedCandidate, candidate_of, utc_now,
 )
 from scrape_contracts.adapters.store.state import (
-    REVIEW_PAUSE, _count_streaks, _lock_partition, _lock_partitions, _release_review_pause, _set_status,
-    _update_state, _update_states,
+    REVIEW_PAUSE, count_streaks, lock_partition, lock_partitions, release_review_pause, set_status,
+    write_state, write_states,
 )
 from scrape_contracts.engine.outcome import Outcome
 
@@ -33,15 +33,15 @@ class CandidatesMixin(Connected):
                 candidates.insert().values(
                     contract=contract, partition=partition, run_id=run_id, url=url, record=record,
                     outcome=outcome, status=CandidateStatus.PENDING, details=details, page_sha256=page_sha256,
-                    selector_version=selector_version, created_at=_now(),
+                    selector_version=selector_version, created_at=utc_now(),
                 ).returning(*candidates.c)
             ).one()
-        return _candidate(row)
+        return candidate_of(row)
 
     def candidate(self, candidate_id: int) -> Candidate | None:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).first()
-        return _candidate(row) if row else None
+        return candidate_of(row) if row else None
 
     def latest_candidate(self, contract: str, partition: str, run_id: str | None = None) -> Candidate | None:
         query = sa.select(candidates).where(candidates.c.contract == contract, candidates.c.partition == partition)
@@ -49,7 +49,7 @@ class CandidatesMixin(Connected):
             query = query.where(candidates.c.run_id == run_id)
         with self.engine.connect() as conn:
             row = conn.execute(query.order_by(candidates.c.id.desc()).limit(1)).first()
-        return _candidate(row) if row else None
+        return candidate_of(row) if row else None
 
     def latest_candidates(self, contract: str) -> dict[str, Candidate]:
         """partition → its newest candidate, for every target of ``contract``, in one query."""
@@ -57,13 +57,13 @@ class CandidatesMixin(Connected):
                   .group_by(candidates.c.partition).scalar_subquery())
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(candidates).where(candidates.c.id.in_(newest))).all()
-        return {row.partition: _candidate(row) for row in rows}
+        return {row.partition: candidate_of(row) for row in rows}
 
     def candidates_of_run(self, run_id: str) -> list[Candidate]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(candidates).where(candidates.c.run_id == run_id)
                                 .order_by(candidates.c.id)).all()
-        return [_candidate(r) for r in rows]
+        return [candidate_of(r) for r in rows]
 
     def set_candidate_status(self, candidate_id: int, status: CandidateStatus) -> None:
         with self._tx() as conn:
@@ -82,8 +82,8 @@ class CandidatesMixin(Connected):
         return self.candidate(candidate_id)  # type: ignore[return-value]
 
     def _quarantine(self, conn: Connection, candidate_id: int, reason: str) -> CandidateStatus:
-        cand = _candidate(conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).one())
-        _lock_partition(conn, cand.contract, cand.partition)
+        cand = candidate_of(conn.execute(sa.select(candidates).where(candidates.c.id == candidate_id)).one())
+        lock_partition(conn, cand.contract, cand.partition)
         newer = conn.execute(
             sa.select(sa.func.count()).select_from(candidates)
             .where(candidates.c.contract == cand.contract, candidates.c.partition == cand.partition,
@@ -92,7 +92,7 @@ class CandidatesMixin(Connected):
         ).scalar()
         if newer:
             # reviewing it could only make older data the newest accepted version (decide refuses that)
-            _set_status(conn, candidate_id, CandidateStatus.SUPERSEDED)
+            set_status(conn, candidate_id, CandidateStatus.SUPERSEDED)
             return CandidateStatus.SUPERSEDED
         conn.execute(
             candidates.update()
@@ -100,10 +100,10 @@ class CandidatesMixin(Connected):
                    candidates.c.status == CandidateStatus.QUARANTINED, candidates.c.id < candidate_id)
             .values(status=CandidateStatus.SUPERSEDED)
         )
-        _set_status(conn, candidate_id, CandidateStatus.QUARANTINED)
-        _update_state(conn, cand.contract, cand.partition, paused=True, pause_reason=f"{REVIEW_PAUSE}: {reason}")
+        set_status(conn, candidate_id, CandidateStatus.QUARANTINED)
+        write_state(conn, cand.contract, cand.partition, paused=True, pause_reason=f"{REVIEW_PAUSE}: {reason}")
         # the page was read and extracted: the row of failures ends here (not a success: no new data yet)
-        _count_streaks(conn, failed=[], succeeded=[], ended=[(cand.contract, cand.partition)])
+        count_streaks(conn, failed=[], succeeded=[], ended=[(cand.contract, cand.partition)])
         _outbox.write(conn, OutboxKind.QUARANTINED, [(cand.contract, cand.partition, candidate_id, {
             "candidate_id": candidate_id, "reason": reason, "run_id": cand.run_id})])
         return CandidateStatus.QUARANTINED
@@ -118,11 +118,11 @@ class CandidatesMixin(Connected):
         """
         if not items:
             return []
-        now = _now()
+        now = utc_now()
         with self._tx() as conn:
             # before anything is written: a holder that lost a lease gets LeaseLost and the chunk rolls back
             check_fence(conn, self, {(i.contract, i.partition) for i in items})
-            _lock_partitions(conn, {(i.contract, i.partition) for i in items})
+            lock_partitions(conn, {(i.contract, i.partition) for i in items})
             next_version = self._next_versions(conn, [i for i in items if i.action == CandidateAction.ACCEPT])
             # compare-and-swap: an accept diffed against a version that is no longer the newest is not
             # recorded here; the caller decides again against the newest (see accept)
@@ -148,7 +148,7 @@ class CandidatesMixin(Connected):
         rows = conn.execute(candidates.insert().returning(candidates.c.id, sort_by_parameter_order=True), [{
             "contract": i.contract, "partition": i.partition, "run_id": i.run_id, "url": i.url,
             "record": i.record, "outcome": i.outcome,
-            "status": _STATUS_OF.get(i.action, CandidateStatus.PENDING),
+            "status": STATUS_OF.get(i.action, CandidateStatus.PENDING),
             "details": i.details, "page_sha256": i.page_sha256, "selector_version": i.selector_version,
             "created_at": now} for i in items]).all()
         ids = [row.id for row in rows]
@@ -170,17 +170,17 @@ class CandidatesMixin(Connected):
                                                           "run_id": i.run_id})
                 for cid, i in accepted_now])
             self._supersede_reviews(conn, [i for _, i in accepted_now])
-            _update_states(conn, ("heal_attempts", "last_page_sha256", "etag", "last_modified"), [{
+            write_states(conn, ("heal_attempts", "last_page_sha256", "etag", "last_modified"), [{
                 "c": i.contract, "p": i.partition, "heal_attempts": 0, "last_page_sha256": i.page_sha256,
                 "etag": (i.validators or {}).get("etag"), "last_modified": (i.validators or {}).get("last_modified"),
                 "updated_at": now} for _, i in accepted_now])
         retagged = [i for i in items if i.action == CandidateAction.UNCHANGED and i.validators]
         if retagged:
             # same data under new validators (a re-tagged page): remember them, so the next run gets a 304
-            _update_states(conn, ("etag", "last_modified"), [{
+            write_states(conn, ("etag", "last_modified"), [{
                 "c": i.contract, "p": i.partition, "etag": i.validators.get("etag"),
                 "last_modified": i.validators.get("last_modified"), "updated_at": now} for i in retagged])
-        _count_streaks(conn, failed=[(i.contract, i.partition, i.reason or "rejected") for i in items
+        count_streaks(conn, failed=[(i.contract, i.partition, i.reason or "rejected") for i in items
                                      if i.action == CandidateAction.REJECT],
                        succeeded=[(i.contract, i.partition) for i in items
                                   if i.action in (CandidateAction.ACCEPT, CandidateAction.UNCHANGED)])
@@ -189,7 +189,7 @@ class CandidatesMixin(Connected):
             if item.action == CandidateAction.QUARANTINE:
                 recorded.append(RecordedCandidate(cid, self._quarantine(conn, cid, item.reason or "review")))
             else:
-                recorded.append(RecordedCandidate(cid, _STATUS_OF.get(item.action, CandidateStatus.PENDING),
+                recorded.append(RecordedCandidate(cid, STATUS_OF.get(item.action, CandidateStatus.PENDING),
                                                   versions.get(cid)))
         return recorded
 
@@ -218,7 +218,7 @@ class CandidatesMixin(Connected):
                 candidates.c.contract == contract, candidates.c.partition.in_(sorted(waiting)),
                 candidates.c.status == CandidateStatus.QUARANTINED).values(status=CandidateStatus.SUPERSEDED))
             for partition in sorted(waiting):
-                _release_review_pause(conn, contract, partition)
+                release_review_pause(conn, contract, partition)
 
     def failed_checks(self, contract: str, partitions: Sequence[str]) -> dict[str, set[str]]:
         """partition → the checks its latest candidate failed (so a batch can record that they pass now)."""
@@ -243,7 +243,7 @@ class CandidatesMixin(Connected):
                 .where(candidates.c.status == CandidateStatus.QUARANTINED, candidates.c.id > after_id)
                 .order_by(candidates.c.id).limit(limit)
             ).all()
-        return [_candidate(r) for r in rows]
+        return [candidate_of(r) for r in rows]
 
     def pending_review(self, contract: str, partition: str) -> Candidate | None:
         with self.engine.connect() as conn:
@@ -253,7 +253,7 @@ class CandidatesMixin(Connected):
                        candidates.c.status == CandidateStatus.QUARANTINED)
                 .order_by(candidates.c.id.desc()).limit(1)
             ).first()
-        return _candidate(row) if row else None
+        return candidate_of(row) if row else None
 
 
 def _key_of(conn: Connection, candidate_id: int) -> tuple[str, str]:

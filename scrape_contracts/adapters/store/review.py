@@ -11,9 +11,9 @@ from scrape_contracts.adapters.schema import (
 )
 from scrape_contracts.adapters.store.acceptance import AcceptedMixin
 from scrape_contracts.adapters.store.errors import NothingToReview, StoreError, Superseded
-from scrape_contracts.adapters.store.rows import Candidate, Review, _candidate, _now
+from scrape_contracts.adapters.store.rows import Candidate, Review, candidate_of, utc_now
 from scrape_contracts.adapters.store.state import (
-    _lock_partition, _release_review_pause, _set_status, _update_state,
+    lock_partition, release_review_pause, set_status, write_state,
 )
 
 
@@ -27,14 +27,14 @@ class ReviewMixin(AcceptedMixin):
         if not reviewer.strip() or not reason.strip():
             raise StoreError("a review needs a reviewer and a reason")
         with self._tx() as conn:
-            _lock_partition(conn, contract, partition)
+            lock_partition(conn, contract, partition)
             query = sa.select(candidates).where(candidates.c.contract == contract,
                                                 candidates.c.partition == partition)
             if candidate_id is not None:
                 row = conn.execute(query.where(candidates.c.id == candidate_id)).first()
                 if row is None:
                     raise NothingToReview(f"{contract}/{partition} has no candidate {candidate_id}")
-                cand = _candidate(row)
+                cand = candidate_of(row)
                 if cand.status in (CandidateStatus.SUPERSEDED, CandidateStatus.ACCEPTED,
                                    CandidateStatus.REJECTED):
                     raise Superseded(
@@ -46,7 +46,7 @@ class ReviewMixin(AcceptedMixin):
                                    .order_by(candidates.c.id.desc()).limit(1)).first()
                 if row is None:
                     raise NothingToReview(f"{contract}/{partition} has nothing quarantined to review")
-                cand = _candidate(row)
+                cand = candidate_of(row)
             if cand.status != CandidateStatus.QUARANTINED:
                 raise NothingToReview(f"candidate {cand.id} of {contract}/{partition} is {cand.status}, "
                                       "not quarantined")
@@ -61,8 +61,8 @@ class ReviewMixin(AcceptedMixin):
             if newer:
                 # recorded before refusing (raising in here would roll it back, leaving the candidate waiting
                 # and the target paused for a review nobody can make)
-                _set_status(conn, cand.id, CandidateStatus.SUPERSEDED)
-                _release_review_pause(conn, contract, partition)
+                set_status(conn, cand.id, CandidateStatus.SUPERSEDED)
+                release_review_pause(conn, contract, partition)
                 stale = Superseded(f"candidate {cand.id} of {contract}/{partition} was superseded by newer "
                                    "accepted data; nothing to decide")
             else:
@@ -81,12 +81,12 @@ class ReviewMixin(AcceptedMixin):
                                    reviewer=reviewer, reason=reason,
                                    allowed_status=(CandidateStatus.QUARANTINED,)).version
         else:
-            _set_status(conn, cand.id, CandidateStatus.REJECTED)
+            set_status(conn, cand.id, CandidateStatus.REJECTED)
             _outbox.write(conn, OutboxKind.REJECTED_BY_REVIEW, [(contract, partition, cand.id, {
                 "candidate_id": cand.id, "reviewer": reviewer, "reason": reason, "run_id": run_id})])
         conn.execute(reviews.insert().values(
             contract=contract, partition=partition, candidate_id=cand.id, decision=decision,
-            reviewer=reviewer, reason=reason, run_id=run_id, created_at=_now(),
+            reviewer=reviewer, reason=reason, run_id=run_id, created_at=utc_now(),
         ))
-        _update_state(conn, contract, partition, paused=False, pause_reason=None, heal_attempts=0)
+        write_state(conn, contract, partition, paused=False, pause_reason=None, heal_attempts=0)
         return version

@@ -22,7 +22,7 @@ class CandidateAction(TextEnum):
     PENDING = "pending"  # stored; accepted later, once Dagster's blocking checks passed
 
 
-_STATUS_OF = {CandidateAction.ACCEPT: CandidateStatus.ACCEPTED,
+STATUS_OF = {CandidateAction.ACCEPT: CandidateStatus.ACCEPTED,
               CandidateAction.REJECT: CandidateStatus.REJECTED,
               CandidateAction.UNCHANGED: CandidateStatus.UNCHANGED}
 
@@ -153,11 +153,7 @@ def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
-
-def _state(row: Any) -> PartitionState:
+def state_of(row: Any) -> PartitionState:
     return PartitionState(row.contract, row.partition, bool(row.paused), row.pause_reason, row.heal_attempts,
                           row.etag, row.last_modified, row.last_page_sha256, row.failure_streak,
                           _utc(row.last_success_at))
@@ -173,16 +169,16 @@ def lease_of(row: Any) -> Lease:
                  _utc(row.expires_at))  # type: ignore[arg-type]
 
 
-def _candidate(row: Any) -> Candidate:
+def candidate_of(row: Any) -> Candidate:
     return Candidate(row.id, row.contract, row.partition, row.run_id, row.url, row.record, row.outcome,
                      row.status, row.details, row.page_sha256, row.selector_version, row.created_at)
 
 
-def _accepted(row: Any) -> AcceptedVersion:
+def accepted_of(row: Any) -> AcceptedVersion:
     return AcceptedVersion(row.contract, row.partition, row.version, row.record, row.url, row.candidate_id,
                            row.run_id, row.page_sha256, row.source, row.reviewer, row.reason, row.created_at)
 
 
-def _selector_version(row: Any) -> SelectorVersion:
+def selector_version_of(row: Any) -> SelectorVersion:
     return SelectorVersion(row.contract, row.version, row.parent_version, row.selectors, row.contract_selectors,
                            row.source, row.run_id, row.partition, row.changes, row.created_at)

@@ -12,7 +12,7 @@ from scrape_contracts.adapters.schema import OutboxKind, SelectorSource, selecto
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.leases import check_fence
 from scrape_contracts.adapters.store.errors import SelectorConflict
-from scrape_contracts.adapters.store.rows import SelectorVersion, _now, _selector_version
+from scrape_contracts.adapters.store.rows import SelectorVersion, utc_now, selector_version_of
 
 
 class SelectorsMixin(Connected):
@@ -43,7 +43,7 @@ class SelectorsMixin(Connected):
                 sa.select(selector_versions).where(selector_versions.c.contract == contract)
                 .order_by(selector_versions.c.version.desc()).limit(1)
             ).first()
-        return _selector_version(row) if row else None
+        return selector_version_of(row) if row else None
 
     def add_selector_version(self, contract: str, *, parent_version: int | None, selectors: dict[str, str],
                              contract_selectors: dict[str, str], source: SelectorSource,
@@ -66,7 +66,7 @@ class SelectorsMixin(Connected):
                 conn.execute(selector_versions.insert().values(
                     contract=contract, version=version, parent_version=parent_version, selectors=selectors,
                     contract_selectors=contract_selectors, source=source, run_id=run_id, partition=partition,
-                    changes=changes, created_at=_now(),
+                    changes=changes, created_at=utc_now(),
                 ))
                 if source == SelectorSource.HEAL:
                     _outbox.write(conn, OutboxKind.HEALED, [(contract, partition or "", version, {
@@ -79,13 +79,13 @@ class SelectorsMixin(Connected):
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(selector_versions).where(
                 selector_versions.c.contract == contract, selector_versions.c.version == version)).first()
-        return _selector_version(row) if row else None
+        return selector_version_of(row) if row else None
 
     def selector_history(self, contract: str) -> list[SelectorVersion]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(selector_versions).where(selector_versions.c.contract == contract)
                                 .order_by(selector_versions.c.version)).all()
-        return [_selector_version(r) for r in rows]
+        return [selector_version_of(r) for r in rows]
 
 
 def carried_over(latest: SelectorVersion | None, contract_selectors: dict[str, str]

@@ -18,7 +18,7 @@ from scrape_contracts.adapters.schema import (
 )
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.leases import check_fence
-from scrape_contracts.adapters.store.rows import PartitionState, _now, _state
+from scrape_contracts.adapters.store.rows import PartitionState, utc_now, state_of
 
 # the pause reason of a target waiting for review starts with this
 REVIEW_PAUSE = "review required"
@@ -33,13 +33,13 @@ class PartitionStateMixin(Connected):
                 partition_state.c.contract == contract, partition_state.c.partition == partition)).first()
         if row is None:
             return PartitionState(contract, partition)
-        return _state(row)
+        return state_of(row)
 
     def states(self, contract: str) -> dict[str, PartitionState]:
         """Every partition state of a contract in one read (the batch path reads them once per run)."""
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(partition_state).where(partition_state.c.contract == contract)).all()
-        return {r.partition: _state(r) for r in rows}
+        return {r.partition: state_of(r) for r in rows}
 
     def paused_partitions(self, contract: str) -> dict[str, str]:
         with self.engine.connect() as conn:
@@ -51,16 +51,16 @@ class PartitionStateMixin(Connected):
         with self._tx() as conn:
             check_fence(conn, self, [(contract, partition)])
             _ensure_state(conn, contract, partition)
-            _update_state(conn, contract, partition, **values)
+            write_state(conn, contract, partition, **values)
         return self.state(contract, partition)
 
     def add_heal_attempt(self, contract: str, partition: str) -> int:
         with self._tx() as conn:
             check_fence(conn, self, [(contract, partition)])
-            _lock_partition(conn, contract, partition)
+            lock_partition(conn, contract, partition)
             conn.execute(partition_state.update().where(
                 partition_state.c.contract == contract, partition_state.c.partition == partition
-            ).values(heal_attempts=partition_state.c.heal_attempts + 1, updated_at=_now()))
+            ).values(heal_attempts=partition_state.c.heal_attempts + 1, updated_at=utc_now()))
             return conn.execute(sa.select(partition_state.c.heal_attempts).where(
                 partition_state.c.contract == contract, partition_state.c.partition == partition)).scalar_one()
 
@@ -70,8 +70,8 @@ class PartitionStateMixin(Connected):
         ``cause``: "person" (scrape-contracts pause, the UI's job) or "budget_exhausted" (the healer)."""
         with self._tx() as conn:
             check_fence(conn, self, [(contract, partition)])
-            _lock_partition(conn, contract, partition)
-            _update_state(conn, contract, partition, paused=True, pause_reason=reason)
+            lock_partition(conn, contract, partition)
+            write_state(conn, contract, partition, paused=True, pause_reason=reason)
             number = _outbox.next_pause_number(conn, contract, partition)
             _outbox.write(conn, OutboxKind.PAUSED, [(contract, partition, number, {"reason": reason,
                                                                                   "cause": cause})])
@@ -83,8 +83,8 @@ class PartitionStateMixin(Connected):
             return
         with self._tx() as conn:
             check_fence(conn, self, {(contract, p) for p, _ in failures})
-            _lock_partitions(conn, {(contract, p) for p, _ in failures})
-            _count_streaks(conn, failed=[(contract, p, reason) for p, reason in failures], succeeded=[])
+            lock_partitions(conn, {(contract, p) for p, _ in failures})
+            count_streaks(conn, failed=[(contract, p, reason) for p, reason in failures], succeeded=[])
 
     def outbox(self) -> _outbox.Outbox:
         return _outbox.Outbox(self.engine)
@@ -105,7 +105,7 @@ class TargetsMixin(Connected):
             for key, url in urls_by_key.items():
                 if key not in existing:
                     conn.execute(targets.insert().values(contract=contract, partition=key, url=url,
-                                                         created_at=_now()))
+                                                         created_at=utc_now()))
                     added.append(key)
         return added
 
@@ -128,7 +128,7 @@ class TargetsMixin(Connected):
         return {r.partition: r.url for r in rows}
 
 
-def _lock_partition(conn: Connection, contract: str, partition: str) -> None:
+def lock_partition(conn: Connection, contract: str, partition: str) -> None:
     """Row lock on the partition's state: concurrent accept/quarantine/review of one partition queue."""
     _ensure_state(conn, contract, partition)
     if conn.dialect.name == "postgresql":
@@ -139,7 +139,7 @@ def _lock_partition(conn: Connection, contract: str, partition: str) -> None:
         )
 
 
-def _lock_partitions(conn: Connection, keys: set[tuple[str, str]]) -> None:
+def lock_partitions(conn: Connection, keys: set[tuple[str, str]]) -> None:
     """Partition states exist for every key and, on PostgreSQL, are row-locked (in one order, no deadlock).
 
     Missing states are inserted first, all in one order, then every state is locked, in the same order: a
@@ -175,7 +175,7 @@ def _existing(conn: Connection, keys: set[tuple[str, str]], *, lock: bool = Fals
 
 
 def _new_states(keys: set[tuple[str, str]]) -> list[dict[str, Any]]:
-    return [{"contract": c, "partition": p, "paused": False, "heal_attempts": 0, "updated_at": _now()}
+    return [{"contract": c, "partition": p, "paused": False, "heal_attempts": 0, "updated_at": utc_now()}
             for c, p in sorted(keys)]
 
 
@@ -186,16 +186,16 @@ def _ensure_state(conn: Connection, contract: str, partition: str) -> None:
         try:
             with conn.begin_nested():
                 conn.execute(partition_state.insert().values(
-                    contract=contract, partition=partition, paused=False, heal_attempts=0, updated_at=_now()))
+                    contract=contract, partition=partition, paused=False, heal_attempts=0, updated_at=utc_now()))
         except IntegrityError:
             pass  # another transaction created it first
 
 
-def _set_status(conn: Connection, candidate_id: int, status: CandidateStatus) -> None:
+def set_status(conn: Connection, candidate_id: int, status: CandidateStatus) -> None:
     conn.execute(candidates.update().where(candidates.c.id == candidate_id).values(status=status))
 
 
-def _release_review_pause(conn: Connection, contract: str, partition: str) -> None:
+def release_review_pause(conn: Connection, contract: str, partition: str) -> None:
     """Resume a target paused for review once no candidate of it waits for review (other pauses stay)."""
     waiting = conn.execute(sa.select(sa.func.count()).select_from(candidates).where(
         candidates.c.contract == contract, candidates.c.partition == partition,
@@ -204,10 +204,10 @@ def _release_review_pause(conn: Connection, contract: str, partition: str) -> No
         conn.execute(partition_state.update().where(
             partition_state.c.contract == contract, partition_state.c.partition == partition,
             partition_state.c.paused.is_(True), partition_state.c.pause_reason.like(f"{REVIEW_PAUSE}%"),
-        ).values(paused=False, pause_reason=None, updated_at=_now()))
+        ).values(paused=False, pause_reason=None, updated_at=utc_now()))
 
 
-def _update_states(conn: Connection, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+def write_states(conn: Connection, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
     """Set ``columns`` (and ``updated_at``) of many partition states: ``rows`` give c, p and the values.
 
     PostgreSQL gets one UPDATE joined to the values as arrays (``unnest``): a statement of one shape,
@@ -240,14 +240,14 @@ def _unnest_update(columns: tuple[str, ...]) -> Any:
     ).values({name: values.c[name] for name in names[2:]})
 
 
-def _update_state(conn: Connection, contract: str, partition: str, **values: Any) -> None:
+def write_state(conn: Connection, contract: str, partition: str, **values: Any) -> None:
     _ensure_state(conn, contract, partition)
     conn.execute(partition_state.update().where(
         partition_state.c.contract == contract, partition_state.c.partition == partition
-    ).values(updated_at=_now(), **values))
+    ).values(updated_at=utc_now(), **values))
 
 
-def _count_streaks(conn: Connection, *, failed: Sequence[tuple[str, str, str]],
+def count_streaks(conn: Connection, *, failed: Sequence[tuple[str, str, str]],
                    succeeded: Sequence[tuple[str, str]], ended: Sequence[tuple[str, str]] = ()) -> None:
     """Failure streaks and their outbox events, in the caller's transaction (partition states exist).
 
@@ -281,12 +281,12 @@ def _count_streaks(conn: Connection, *, failed: Sequence[tuple[str, str, str]],
         events[OutboxKind.FAILED].append((contract, partition, count + 1, {"streak": streak + 1,
                                                                            "reason": reason[:500]}))
     if succeeded:
-        now = _now()
-        _update_states(conn, ("last_success_at",), [
+        now = utc_now()
+        write_states(conn, ("last_success_at",), [
             {"c": c, "p": p, "last_success_at": now, "updated_at": now} for c, p in sorted(set(succeeded))])
     if changed:
-        _update_states(conn, ("failure_streak", "failure_count"), [
-            {"c": c, "p": p, "failure_streak": streak, "failure_count": count, "updated_at": _now()}
+        write_states(conn, ("failure_streak", "failure_count"), [
+            {"c": c, "p": p, "failure_streak": streak, "failure_count": count, "updated_at": utc_now()}
             for (c, p), (streak, count) in changed.items()])
     for kind, items in events.items():
         _outbox.write(conn, kind, items)

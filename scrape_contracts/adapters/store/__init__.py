@@ -8,7 +8,8 @@ process opens the store.
 
 ``ProjectStore`` is put together from one part per responsibility: ``recording`` (storing and recording
 candidates, quarantine), ``acceptance`` (accepting exactly once, reading accepted versions), ``review``,
-``selectors`` (selector versions), ``state`` (partition state, dynamic targets); ``engines`` holds the
+``selectors`` (selector versions), ``state`` (partition state, dynamic targets), ``views`` (the typed view
+of a contract's accepted records, PostgreSQL); ``engines`` holds the
 connection pools and ``rows`` the values handed out.
 """
 
@@ -35,9 +36,11 @@ from scrape_contracts.adapters.store.rows import (
 )
 from scrape_contracts.adapters.store.selectors import SelectorsMixin, carried_over
 from scrape_contracts.adapters.store.state import REVIEW_PAUSE, PartitionStateMixin, TargetsMixin
+from scrape_contracts.adapters.store.views import VIEW_SCHEMA, AcceptedViewsMixin
 
 
-class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin):
+class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin,
+                   AcceptedViewsMixin):
     """The project store at one SQLAlchemy URL (its schema created or upgraded on first open)."""
 
 
@@ -69,7 +72,8 @@ __all__ = [
     "REVIEW_PAUSE", "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction",
     "CandidateStatus", "Decision", "NewCandidate", "NothingToReview", "OperationalError", "PartitionState",
     "ProjectStore", "RecordedCandidate", "Review", "SelectorConflict", "SelectorSource", "SelectorVersion",
-    "StaleCandidate", "StoreError", "StoreNotFound", "StoreTooNew", "Superseded", "accepted", "candidates",
+    "StaleCandidate", "StoreError", "StoreNotFound", "StoreTooNew", "Superseded", "VIEW_SCHEMA", "accepted",
+    "candidates",
     "carried_over", "existing_store", "metadata", "new_engine", "reviews", "schema_state", "shown_url",
     "upgrade_schema",
 ]

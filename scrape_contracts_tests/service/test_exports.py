@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +18,10 @@ from scrape_contracts.cli import main
 from scrape_contracts.contract.loader import load_contracts
 from scrape_contracts.service.exports import accepted_table
 from scrape_contracts_tests.conftest import Harness
+from scrape_contracts_tests.readme import REPO, run_page
 from scrape_contracts_tests.service.examples import copy_examples
+
+EXPORTS_DOC = REPO / "docs" / "exports.md"
 
 pytestmark = pytest.mark.slow  # five scrape runs
 
@@ -25,7 +31,8 @@ def _export(harness: Harness, *args: str) -> int:
 
 
 def test_latest_and_as_of_exports_in_three_formats_keep_the_fields_types(
-        sqlite_harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        sqlite_harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     harness = sqlite_harness
     copy_examples(harness)
     defs = harness.definitions()
@@ -73,6 +80,19 @@ def test_latest_and_as_of_exports_in_three_formats_keep_the_fields_types(
     assert len(lines) == 60 and lines[0]["date"] == reviews.column("date")[0].as_py().isoformat()
     assert isinstance(lines[0]["rating"], int)
     assert pd.read_json(tmp_path / "reviews.jsonl", lines=True)["rating"].dtype == "int64"
+
+    # docs/exports.md as written, in the folder holding the contracts
+    monkeypatch.chdir(tmp_path)
+    (wrote,) = run_page(EXPORTS_DOC, tmp_path)
+    assert wrote.splitlines() == ["wrote 3 row(s) of 3 target(s) of books to books.parquet (parquet)",
+                                  "wrote 60 row(s) of 1 target(s) of reviews to reviews.csv (csv)",
+                                  "wrote 1 row(s) of 1 target(s) of books to dune.jsonl (jsonl)"], wrote
+    assert pd.read_csv(tmp_path / "reviews.csv")["rating"].dtype == "int64"
+    assert [json.loads(line)["price"] for line in (tmp_path / "dune.jsonl").read_text().splitlines()] == [13.99]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(re.search(r"```python\n(.*?)```", EXPORTS_DOC.read_text(), re.S).group(1), {})  # noqa: S102
+    assert printed.getvalue().split() == ["float64", "bool", "datetime64[us,", "UTC]"]
 
     # mistakes: one line each
     assert _export(harness, "books", "--out", str(tmp_path / "books.xlsx")) == 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,9 +14,11 @@ import yaml
 from scrape_contracts.cli import main
 from scrape_contracts_tests import datacontract_cli
 from scrape_contracts_tests.conftest import Harness
+from scrape_contracts_tests.readme import REPO, run_page
 from scrape_contracts_tests.service.examples import copy_examples, scrape_examples
 
 pytestmark = pytest.mark.slow
+DOC = REPO / "docs" / "data-contracts.md"
 
 
 @pytest.fixture(scope="session")
@@ -55,6 +59,12 @@ def test_datacontract_lints_every_example_and_tests_it_against_the_accepted_view
         assert {"field_physical_type", "field_required", "field_minimum"} <= kinds, kinds
         assert any("primary_key" in kind for kind in kinds), kinds
         assert "model_quality_sql" in kinds or name == "jobs", kinds
+
+    # docs/data-contracts.md as written, with datacontract from its own environment on PATH
+    path = f"{datacontract.parent}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+    exported, checked = run_page(DOC, harness.contracts_dir.parent, {**env, "PATH": path})
+    assert "made the view accepted.books" in exported
+    assert "Data contract is valid" in checked and "🟢" in checked.split("valid", 1)[1], checked[-2000:]
 
     # the view is live, and the rules bite: a wrong SKU and a negative price in the store fail their checks
     engine = sa.create_engine(harness.backend.db_url)

@@ -4,20 +4,29 @@ a normal delivery, a retry and a replay, all deduplicated by ``webhook-id`` (iss
 from __future__ import annotations
 
 import base64
+import json
 import threading
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from scrape_contracts.adapters.destinations import DeliveryPolicy, load_destinations
+from scrape_contracts.adapters.destinations import (
+    DeliveryPolicy, OutgoingEvent, deliver, load_destinations, request_for,
+)
+from scrape_contracts.contract.destinations import parse_destinations
 from scrape_contracts.adapters.outbox import event_id
 from scrape_contracts.adapters.schema import DeliveryState
 from scrape_contracts.contract.loader import load_contracts
 from scrape_contracts.service.activations import deliver_rows
 from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.readme import REPO, python_sample, run_page
 from scrape_contracts_tests.receiver import Received, Receiver
+
+DOCS = REPO / "docs" / "webhook-verification.md"
 
 SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 RULES = """
@@ -121,3 +130,32 @@ def test_a_secret_that_is_not_whsec_base64_fails_the_delivery_saying_what_a_secr
         (sent,) = _deliver(sqlite_harness)
     assert sent.status == DeliveryState.DEAD and receiver.received == []
     assert "whsec_ followed by the base64" in sent.reason
+
+
+def test_the_docs_secret_and_receivers_verify_real_deliveries_in_both_schemes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/webhook-verification.md as written: its secret command, and its two receivers."""
+    (made,) = run_page(DOCS, tmp_path)
+    secret = made.strip()
+    assert secret.startswith("whsec_") and len(base64.b64decode(secret[6:])) == 32
+    monkeypatch.setenv("DOC_SECRET", secret)
+    monkeypatch.setenv("DOC_PLAIN_SECRET", "plain-text-secret")
+    event = OutgoingEvent(id=event_id("shop", "p1", 2, "activation:price_drop"), kind="activation:price_drop",
+                          contract="shop", target="p1", summary="price_drop: -12%")
+    with Receiver() as receiver, httpx.Client() as client:
+        for scheme, variable in (("standard-webhooks", "DOC_SECRET"), ("scrape-contracts", "DOC_PLAIN_SECRET")):
+            hook = parse_destinations({"destinations": {"hook": {
+                "type": "webhook", "url": receiver.url, "secret": f"${{{variable}}}", "signing": scheme}}})["hook"]
+            for _ in range(2):  # the same message twice, as a retry or a replay sends it
+                assert deliver(request_for(hook, event), client).status.value == "delivered"
+        standard, plain = receiver.received[:2], receiver.received[2:]
+    for sample, got, key in (("standard-webhooks", standard, secret), ("scrape-contracts", plain, "plain-text-secret")):
+        namespace: dict[str, Any] = {}
+        exec(python_sample(DOCS, sample), namespace)  # noqa: S102 (the docs' own sample)
+        seen: set[str] = set()
+        first = namespace["receive"](key, got[0].headers, got[0].body, seen)
+        assert json.loads(first)["id"] == event.id if isinstance(first, bytes) else first["id"] == event.id
+        assert namespace["receive"](key, got[1].headers, got[1].body, seen) is None  # deduplicated
+        assert seen == {event.id} and got[1].headers["x-scrape-contracts-event-id"] == event.id
+        with pytest.raises(Exception):
+            namespace["receive"](key, got[0].headers, got[0].body + b" ", set())

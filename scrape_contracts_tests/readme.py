@@ -138,3 +138,29 @@ def project_folder(tmp: Path) -> Path:
     for name in ("contracts", "deploy", "examples", "benchmarks", "workspace.yaml", "pyproject.toml"):
         (folder / name).symlink_to(REPO / name)
     return folder
+
+
+def run_blocks(blocks: list[Block], cwd: Path, env: dict[str, str] | None = None) -> list[str]:
+    """``blocks`` in order, each through bash in ``cwd`` (this interpreter's scripts first on PATH:
+    ``scrape-contracts``); their outputs. A block that fails or prints a traceback fails the test."""
+    import os
+    import subprocess
+    import sys
+
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    outputs = []
+    for block in blocks:
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=cwd, capture_output=True,
+                              text=True, timeout=300, env={**os.environ, "PATH": path, **(env or {})})
+        assert done.returncode == 0 and "Traceback" not in done.stderr, \
+            f"{block.where}:\n{block.text}\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+        outputs.append(done.stdout + done.stderr)
+    return outputs
+
+
+def python_sample(page: Path, name: str) -> str:
+    """The ```python block right after ``<!-- sample: name -->`` on ``page``."""
+    found = re.search(rf"<!-- sample: {re.escape(name)} -->\n```python\n(.*?)```", page.read_text(encoding="utf-8"),
+                      re.S)
+    assert found, f"{page.name} has no sample {name!r}"
+    return found.group(1)

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,10 +27,14 @@ class Received:
 
 
 class Receiver:
-    """``receiver.script(503, 503, 200)`` answers the next three POSTs so (then 200 for ever)."""
+    """``receiver.script(503, 503, 200)`` answers the next three POSTs so (then 200 for ever).
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    ``check``: called on every request first; a status it returns is the answer (e.g. 401 for a signature that
+    does not verify), None lets the script answer."""
+
+    def __init__(self, host: str = "127.0.0.1", check: Callable[[Received], int | None] | None = None) -> None:
         self.received: list[Received] = []
+        self.check = check
         self.hold_seconds = 0.0  # wait this long before answering (a slow receiver; a sender killed meanwhile)
         self.answer_bytes = 0  # a body of this many bytes instead of {"ok": ...} (a hostile receiver)
         self.drip_seconds = 0.0  # send the body one byte at a time, this long apart
@@ -43,10 +48,13 @@ class Receiver:
 
             def do_POST(self) -> None:  # noqa: N802 (http.server naming)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                got = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                refused = receiver.check(got) if receiver.check else None
                 with receiver._lock:
-                    receiver.received.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()},
-                                                      body))
+                    receiver.received.append(got)
                     status, headers = receiver._script.popleft() if receiver._script else (200, {})
+                if refused is not None:
+                    status, headers = refused, {}
                 answer = b'{"ok": true}' if status < 300 else b'{"ok": false}'
                 if receiver.answer_bytes:
                     answer = b"x" * receiver.answer_bytes

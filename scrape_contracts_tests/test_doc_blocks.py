@@ -20,6 +20,9 @@ NOT_RUN_HERE = {
         "needs a Kubernetes cluster",
     ("docs/performance.md", "python benchmarks/throughput.py --pages 2000 --paths raw,batch --postgres --server nginx"):
         "minutes of benchmark that load the whole machine; test_benchmark_throughput.py runs this script at 40 pages",
+    ("docs/data-contracts.md",
+     "python3 -m venv ~/.datacontract && ~/.datacontract/bin/pip install 'datacontract-cli[postgres]==1.2.8'"):
+        "an install; the tests make the same environment once per machine and use it",
 }
 SHELL_FENCE = re.compile(r"^ *```\s*(bash|sh|shell|console|zsh|shell-session|terminal)\b(.*)$", re.M)
 

@@ -7,6 +7,7 @@
         type: webhook
         url: https://hooks.example.com/scrape-contracts
         secret: ${DEALS_WEBHOOK_SECRET}       # signs every body (HMAC-SHA256)
+        # signing: standard-webhooks         # webhook-id/-timestamp/-signature; the secret is whsec_<base64>
       deals_slack:
         type: slack
         url: ${SLACK_WEBHOOK_URL}             # an incoming-webhook URL is a secret too
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+from enum import Enum
 from pathlib import Path
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -98,6 +100,13 @@ class _Destination(BaseModel):
     allow_private_addresses: bool = False
 
 
+class Signing(str, Enum):
+    """How a webhook's requests are signed (``adapters/destinations/signing.py``)."""
+
+    SCRAPE_CONTRACTS = "scrape-contracts"  # X-Scrape-Contracts-Signature: sha256=<hex> over timestamp.body
+    STANDARD_WEBHOOKS = "standard-webhooks"  # the Standard Webhooks specification: webhook-signature: v1,<base64>
+
+
 class WebhookDestination(_Destination):
     """A JSON POST to ``url``, signed with ``secret`` (see ``signing.py``)."""
 
@@ -105,6 +114,8 @@ class WebhookDestination(_Destination):
     url: str
     secret: str
     headers: dict[str, str] = Field(default_factory=dict)
+    signing: Signing = Field(Signing.SCRAPE_CONTRACTS, description="scrape-contracts (default) or "
+                             "standard-webhooks (then the secret is whsec_ followed by base64)")
 
     @field_validator("secret")
     @classmethod

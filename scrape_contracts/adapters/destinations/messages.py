@@ -14,9 +14,7 @@ from scrape_contracts.contract.destinations import (
 )
 from scrape_contracts.adapters.fetch.secrets import expand_header_values
 from scrape_contracts.adapters.outbox import event_id
-from scrape_contracts.adapters.destinations.signing import (
-    EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign,
-)
+from scrape_contracts.adapters.destinations.signing import EVENT_ID_HEADER, signature_headers
 
 @dataclass(frozen=True)
 class OutgoingEvent:
@@ -63,8 +61,7 @@ def request_for(destination: WebhookDestination | SlackDestination | TelegramDes
         body = _json(event.body())
         timestamp = int(time.time() if now is None else now)
         headers = {**_expanded(destination), "Content-Type": "application/json", EVENT_ID_HEADER: event.id,
-                   TIMESTAMP_HEADER: str(timestamp),
-                   SIGNATURE_HEADER: sign(resolve(destination.secret), timestamp, body)}
+                   **signature_headers(destination.signing, resolve(destination.secret), event.id, timestamp, body)}
         return Request(resolve(destination.url), body, headers, f"webhook {destination.name}", private)
     if isinstance(destination, SlackDestination):
         return Request(resolve(destination.url), _json(slack_message(event)),

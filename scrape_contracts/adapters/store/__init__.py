@@ -9,7 +9,8 @@ process opens the store.
 ``ProjectStore`` is put together from one part per responsibility: ``recording`` (storing and recording
 candidates, quarantine), ``acceptance`` (accepting exactly once, reading accepted versions), ``review``,
 ``selectors`` (selector versions), ``state`` (partition state, dynamic targets), ``leases`` (one holder per
-target, fenced commits); ``engines`` holds the connection pools and ``rows`` the values handed out.
+target, fenced commits), ``views`` (the typed view of a contract's accepted records, PostgreSQL); ``engines``
+holds the connection pools and ``rows`` the values handed out.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from scrape_contracts.adapters.store.rows import (
 )
 from scrape_contracts.adapters.store.selectors import SelectorsMixin, carried_over
 from scrape_contracts.adapters.store.state import REVIEW_PAUSE, PartitionStateMixin, TargetsMixin
+from scrape_contracts.adapters.store.views import VIEW_SCHEMA, AcceptedViewsMixin
 
 
 class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin,
-                   LeasesMixin):
+                   LeasesMixin, AcceptedViewsMixin):
     """The project store at one SQLAlchemy URL (its schema created or upgraded on first open)."""
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -139,13 +140,14 @@ class AcceptedMixin(Connected):
                 accepted.c.version.in_(list(versions)))).all()
         return {r.version: accepted_of(r) for r in rows}
 
-    def latest_accepted_all(self, contract: str, partitions: Sequence[str] | None = None) -> list[AcceptedVersion]:
-        newest = (
-            sa.select(accepted.c.partition, sa.func.max(accepted.c.version).label("version"))
-            .where(accepted.c.contract == contract)
-            .group_by(accepted.c.partition)
-            .subquery()
-        )
+    def latest_accepted_all(self, contract: str, partitions: Sequence[str] | None = None, *,
+                            as_of: dt.datetime | None = None) -> list[AcceptedVersion]:
+        """The newest accepted version of each target (``as_of``: the newest accepted at or before then)."""
+        newest = sa.select(accepted.c.partition, sa.func.max(accepted.c.version).label("version")).where(
+            accepted.c.contract == contract)
+        if as_of is not None:
+            newest = newest.where(accepted.c.created_at <= as_of)
+        newest = newest.group_by(accepted.c.partition).subquery()
         query = sa.select(accepted).join(
             newest, sa.and_(accepted.c.partition == newest.c.partition, accepted.c.version == newest.c.version)
         ).where(accepted.c.contract == contract)

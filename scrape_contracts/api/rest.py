@@ -4,7 +4,7 @@ Every route but the liveness and readiness probes resolves a principal from ``Au
 <token>`` on each request (a revoked token is refused on its next one). ``Refused`` becomes a status code:
 401 no or bad token, 403 not the token's contract or not its scope, 404, 409, 400, 503. An unexpected error
 is a 500 that names the request id, never the request's headers. ``/events/stream`` is Server-Sent Events:
-each event's id is its trail cursor (frontdoor/trail.py), so ``Last-Event-ID`` resumes on any API process.
+each event's id is its trail cursor (api/trail.py), so ``Last-Event-ID`` resumes on any API process.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the routes' annotations, some defined in create_app

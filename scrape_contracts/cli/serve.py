@@ -96,7 +96,7 @@ def _front_door(args: argparse.Namespace):  # -> FrontDoor
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from scrape_contracts.api import create_app
+    from scrape_contracts.api.rest import create_app
 
     _contracts_env(args)
     # the instance and the store now: a wrong DAGSTER_HOME fails here in one line, not on each request

@@ -16,7 +16,7 @@ CHECKED_IN = REPO / "scrape_contracts" / "api" / "openapi.json"
 
 
 def test_checked_in_openapi_is_the_apps() -> None:
-    from scrape_contracts.api import create_app
+    from scrape_contracts.api.rest import create_app
 
     assert json.loads(CHECKED_IN.read_text()) == create_app().openapi(), (
         "openapi.json is out of date: regenerate it with `python -m scrape_contracts.api.rest`")

@@ -96,6 +96,23 @@ def yaml_limits() -> YamlLimits:
                       max_nodes=_positive_int("SCRAPE_CONTRACTS_YAML_MAX_NODES", default.max_nodes))
 
 
+def api_max_body_bytes() -> int:
+    """Largest request body ``serve`` reads (``SCRAPE_CONTRACTS_API_MAX_BODY_BYTES``); larger ones get 413 unread."""
+    return _positive_int("SCRAPE_CONTRACTS_API_MAX_BODY_BYTES", 4 * 1024 * 1024)
+
+
+def api_max_header_bytes() -> int:
+    """Largest request line plus headers ``serve`` and ``mcp --transport http`` accept
+    (``SCRAPE_CONTRACTS_API_MAX_HEADER_BYTES``); larger ones get 400 and the connection is closed."""
+    return _positive_int("SCRAPE_CONTRACTS_API_MAX_HEADER_BYTES", 16 * 1024)
+
+
+def api_max_streams() -> int:
+    """Event streams (``/events/stream``) one API process keeps open at once (``SCRAPE_CONTRACTS_API_MAX_STREAMS``);
+    one more gets 429."""
+    return _positive_int("SCRAPE_CONTRACTS_API_MAX_STREAMS", 500)
+
+
 def _positive_int(name: str, default: int, *, allow_zero: bool = False) -> int:
     raw = os.environ.get(name)
     if not raw:

@@ -4,12 +4,14 @@ Same service layer and authorisation as the REST API: every tool call resolves i
 one the server was started with, over HTTP the caller's bearer token), so a revoked token stops working on
 the next call, and acts only on its owner's contracts; a read
 token cannot launch or review. Refusals are tool errors whose text says what to do; the token is never in
-them. Transports: stdio (an agent starts the process) and streamable HTTP (``--transport http``).
+them. Transports: stdio (an agent starts the process) and streamable HTTP (``--transport http``), whose Host
+and Origin headers are always checked against an explicit list (``transport_security``).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,11 +21,14 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
 from typing_extensions import Annotated
 
+from scrape_contracts import settings
 from scrape_contracts.api import FrontDoor, Refusal, Refused
 from scrape_contracts.api import models as m
+from scrape_contracts.api.serving import is_loopback, server_config
 
 INSTRUCTIONS = """\
 scrape_contracts turns web pages into validated records. A *contract* (YAML) names target pages, the fields
@@ -88,7 +93,8 @@ def build_server(token: str | None, *, contracts_dir: str | Path | None = None,
         "One contract in detail: its definition (fields, selectors, rules) and every target (partition key, "
         "URL, paused or not, last outcome: accepted, quarantined, rejected, unchanged). Use the target keys "
         "as `partition` in other tools."))
-    async def get_contract(contract: Annotated[str, Field(description="contract name from list_contracts")]
+    async def get_contract(contract: Annotated[m.Text, Field(max_length=m.NAME_MAX,
+                                                             description="contract name from list_contracts")]
                            ) -> m.ContractDetail:
         return await call(door.get_contract, contract)
 
@@ -97,8 +103,9 @@ def build_server(token: str | None, *, contracts_dir: str | Path | None = None,
         "person accepted; quarantined data never appears). Paginated with limit and offset; `total` is the "
         "number of targets with accepted data."))
     async def get_accepted(
-            contract: Annotated[str, Field(description="contract name")],
-            partition: Annotated[str | None, Field(description="one target's key; omit for all")] = None,
+            contract: Annotated[m.Text, Field(max_length=m.NAME_MAX, description="contract name")],
+            partition: Annotated[m.PartitionText | None, Field(description="one target's key; omit for all")]
+            = None,
             limit: Annotated[int, Field(ge=1, le=1000)] = 100,
             offset: Annotated[int, Field(ge=0)] = 0) -> m.AcceptedPage:
         return await call(door.get_accepted, contract, partition=partition, limit=limit, offset=offset)
@@ -110,10 +117,11 @@ def build_server(token: str | None, *, contracts_dir: str | Path | None = None,
         "runs instead of launching new ones (safe to retry); the same key with other arguments is refused. "
         "Returns the run ids; follow their progress with list_events."))
     async def run_contract(
-            contract: Annotated[str, Field(description="contract name")],
-            idempotency_key: Annotated[str, Field(min_length=1, max_length=256,
-                                                  description="a new unique string for each new launch")],
-            partition: Annotated[str | None, Field(description="one target's key; omit for all")] = None,
+            contract: Annotated[m.Text, Field(max_length=m.NAME_MAX, description="contract name")],
+            idempotency_key: Annotated[m.Text, Field(min_length=1, max_length=256,
+                                                     description="a new unique string for each new launch")],
+            partition: Annotated[m.PartitionText | None, Field(description="one target's key; omit for all")]
+            = None,
             force: Annotated[bool, Field(description="fetch again even if the page did not change")] = False,
     ) -> m.RunLaunch:
         return await call(door.run_contract, contract, m.RunRequestBody(partition=partition, force=force),
@@ -125,9 +133,10 @@ def build_server(token: str | None, *, contracts_dir: str | Path | None = None,
         "`next` cursor of one call as `after` of the next to get only newer events; an empty list means "
         "nothing new yet. Omit `contract` for all of yours."))
     async def list_events(
-            contract: Annotated[str | None, Field(description="one contract; omit for all of yours")] = None,
-            after: Annotated[str | None, Field(description="an event id or `next` cursor from a previous call")]
-            = None,
+            contract: Annotated[m.Text | None, Field(max_length=m.NAME_MAX,
+                                                     description="one contract; omit for all of yours")] = None,
+            after: Annotated[m.Text | None, Field(max_length=40, description="an event id or `next` cursor from a "
+                                                                             "previous call")] = None,
             limit: Annotated[int, Field(ge=1, le=1000)] = 100) -> m.EventPage:
         return await call(door.list_events, contract=contract, after=after, limit=limit)
 
@@ -137,10 +146,10 @@ def build_server(token: str | None, *, contracts_dir: str | Path | None = None,
         "with your reason. Accepting makes it the accepted data; rejecting keeps the previous accepted data. "
         "Find quarantined targets with get_contract (last_outcome: quarantined)."))
     async def review(
-            contract: Annotated[str, Field(description="contract name")],
-            partition: Annotated[str, Field(description="the target's key")],
+            contract: Annotated[m.Text, Field(max_length=m.NAME_MAX, description="contract name")],
+            partition: Annotated[m.PartitionText, Field(description="the target's key")],
             decision: Literal["accept", "reject"],
-            reason: Annotated[str, Field(min_length=1, description="why, for the audit trail")],
+            reason: Annotated[m.ReasonText, Field(min_length=1, description="why, for the audit trail")],
             candidate_id: Annotated[int | None, Field(description="the candidate you looked at")] = None,
     ) -> m.ReviewResult:
         body = m.ReviewBody(decision=decision, reason=reason, candidate_id=candidate_id)
@@ -149,8 +158,29 @@ def build_server(token: str | None, *, contracts_dir: str | Path | None = None,
     return server
 
 
-def run(server: MCPServer, transport: Literal["stdio", "http"], host: str = "127.0.0.1", port: int = 8001) -> None:
+def transport_security(host: str, port: int, allowed_hosts: Sequence[str] = (),
+                       allowed_origins: Sequence[str] = ()) -> TransportSecuritySettings:
+    """Host and Origin checks, always on: a web page in a browser must not reach the server by DNS
+    rebinding, whatever address it listens on. On a loopback address the loopback names are allowed;
+    beyond it only the ``allowed_hosts`` (the Host header clients send: ``name:port``) and origins given."""
+    hosts, origins = list(allowed_hosts), list(allowed_origins)
+    if is_loopback(host):
+        hosts += [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+        origins += [f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"]
+    elif not hosts:
+        raise ValueError(f"the MCP server listening on {host} needs --allowed-host NAME:PORT (the Host header its "
+                         "clients send, e.g. mcp.internal:8001): without one every request would be refused")
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
+
+
+def run(server: MCPServer, transport: Literal["stdio", "http"], host: str = "127.0.0.1", port: int = 8001,
+        security: TransportSecuritySettings | None = None) -> None:
     if transport == "stdio":
         server.run("stdio")
-    else:
-        server.run("streamable-http", host=host, port=port)
+        return
+    import uvicorn
+
+    app = server.streamable_http_app(transport_security=security or transport_security(host, port),
+                                     max_request_body_size=settings.api_max_body_bytes())
+    uvicorn.Server(server_config(app, host, port)).run()

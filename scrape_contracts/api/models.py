@@ -2,9 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import unicodedata
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from scrape_contracts.contract.targets import URL_MAX_LENGTH
+
+# the longest text a request may carry in one field (a few hundred characters of input are echoed nowhere)
+NAME_MAX = 128
+KEY_MAX = 256
+REASON_MAX = 2000
+URL_MAX = URL_MAX_LENGTH
+
+
+def plain_text(value: str) -> str:
+    """Refuse control characters (NUL, ESC, newline, ...) and lone surrogates: PostgreSQL cannot store a NUL,
+    a terminal obeys an ESC when a reason is printed, and a lone surrogate cannot be written as UTF-8."""
+    for char in value:
+        category = unicodedata.category(char)
+        if category == "Cc":
+            raise ValueError(f"control characters are not allowed (found U+{ord(char):04X})")
+        if category == "Cs":
+            raise ValueError("lone surrogates are not allowed (the text is not valid Unicode)")
+    return value
+
+
+# every text a caller sends is one of these: the REST API and the MCP server refuse the same things
+Text = Annotated[str, AfterValidator(plain_text)]
+PartitionText = Annotated[Text, Field(min_length=1, max_length=KEY_MAX)]
+ReasonText = Annotated[Text, Field(max_length=REASON_MAX)]
+UrlText = Annotated[Text, Field(min_length=1, max_length=URL_MAX)]
 
 
 class _Record(BaseModel):
@@ -56,8 +84,8 @@ class AcceptedPage(_Record):
 
 class RunRequestBody(_Record):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    partition: str | None = Field(None, description="one target; default every target that is not paused, "
-                                                    "as batched runs")
+    partition: PartitionText | None = Field(None, description="one target; default every target that is not "
+                                                              "paused, as batched runs")
     force: bool = Field(False, description="fetch again without validators and extract even if unchanged")
 
 
@@ -77,7 +105,7 @@ class RunLaunch(_Record):
 
 class TargetsBody(_Record):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    urls: list[str] = Field(min_length=1, max_length=1000)
+    urls: list[UrlText] = Field(min_length=1, max_length=1000)
 
 
 class TargetsAdded(_Record):
@@ -87,7 +115,7 @@ class TargetsAdded(_Record):
 
 class StateBody(_Record):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    reason: str = Field("", max_length=2000, description="why; required to pause")
+    reason: ReasonText = Field("", description="why; required to pause")
 
 
 class TargetState(_Record):
@@ -101,7 +129,7 @@ class TargetState(_Record):
 class ReviewBody(_Record):
     model_config = ConfigDict(frozen=True, extra="forbid")
     decision: Literal["accept", "reject"]
-    reason: str = Field(min_length=1, max_length=2000)
+    reason: ReasonText = Field(min_length=1)
     candidate_id: int | None = Field(None, description="the candidate you looked at (refused if stale)")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any
@@ -26,14 +27,14 @@ from scrape_contracts.contract.loader import LoadedContract, load_contracts
 from scrape_contracts.contract.targets import without_userinfo
 from scrape_contracts.api import models as m
 from scrape_contracts.api.audit import AuditTrail
-from scrape_contracts.api.idempotency import IdempotencyKeys, request_hash
+from scrape_contracts.api.idempotency import IdempotencyKeys, KeyUse, request_hash
 from scrape_contracts.api.tokens import Principal, TokenStore, normal_owner
 from scrape_contracts.api.trail import Cursor, HighWater, read_events
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+log = logging.getLogger("scrape_contracts.api")
 # a run the API has asked Dagster's queue for, which the instance does not show yet
 SUBMITTED = "SUBMITTED"
-logger = logging.getLogger(__name__)
 
 
 class Refusal(TextEnum):
@@ -70,6 +71,8 @@ class FrontDoor:
         self.audit = AuditTrail(self.store.engine)
         self.keys = IdempotencyKeys(self.store.engine)
         self.high_water = HighWater(self.instance)
+        self._queuing: set[str] = set()  # run ids this process is handing to Dagster's queue now
+        self._queuing_lock = threading.Lock()
 
     # ---- who ------------------------------------------------------------------------------------
     def authenticate(self, token: str | None) -> Principal:
@@ -85,11 +88,9 @@ class FrontDoor:
 
     def _contract(self, principal: Principal, name: str, *, write: bool = False) -> LoadedContract:
         loaded = self._loaded().get(name)
-        if loaded is None:
-            raise Refused(Refusal.NOT_FOUND, f"no valid contract named {name!r}")
-        if not owns(principal, loaded):
-            raise Refused(Refusal.FORBIDDEN, f"contract {name!r} is not owned by {principal.owner} "
-                                             f"(its owners: {', '.join(loaded.contract.owners) or 'none'})")
+        if loaded is None or not owns(principal, loaded):
+            # another owner's contract answers as a missing one does: neither its existence nor its owners leak
+            raise Refused(Refusal.NOT_FOUND, f"no valid contract named {name!r} that {principal.owner} owns")
         if write and not principal.can_write:
             raise Refused(Refusal.FORBIDDEN, "this token has read scope; changes need a write token")
         return loaded
@@ -141,8 +142,37 @@ class FrontDoor:
             raise Refused(Refusal.INVALID, str(exc)) from None
         names = [self._contract(principal, contract).contract.name] if contract else \
             [c.contract.name for c in self._owned(principal)]
-        events, last = read_events(self.instance, names, cursor, limit, self.high_water.mark(wait_s))
+        events, last = read_events(self.instance, names, cursor, limit, self._ceiling(wait_s))
         return m.EventPage(events=events, next=str(last))
+
+    def _ceiling(self, wait_s: float) -> int:
+        """The highest event id a read of several contracts may show, taken before it reads: the contracts are
+        read one after another, and an event committed between two of those reads must not be passed over
+        (on SQLite ids become visible in order, so every id up to the newest one is there already)."""
+        mark = self.high_water.mark(wait_s)
+        return mark if mark is not None else (self.instance.event_log_storage.get_maximum_record_id() or 0)
+
+    # ---- for the event hub (api/stream.py): one reader of the trail for every open stream ----------
+    def visible_contracts(self, principal: Principal, contract: str | None) -> frozenset[str]:
+        """The contracts a stream of ``principal`` shows: ``contract`` (refused as missing unless owned), or
+        all of the owner's."""
+        if contract is not None:
+            return frozenset({self._contract(principal, contract).contract.name})
+        return frozenset(c.contract.name for c in self._owned(principal))
+
+    def contract_owners(self) -> dict[str, frozenset[str]]:
+        return {name: frozenset(normal_owner(o) for o in c.contract.owners) for name, c in self._loaded().items()}
+
+    def resolve_tokens(self, tokens: set[str]) -> dict[str, Principal | None]:
+        return self.tokens.resolve_many(tokens)
+
+    def trail_head(self) -> Cursor:
+        """A cursor after every event that exists now (on PostgreSQL: below which none can still appear)."""
+        return Cursor(self._ceiling(0.2))
+
+    def trail_after(self, names: list[str], after: Cursor, limit: int) -> tuple[list[m.TrailEvent], Cursor]:
+        """Every listed contract's events after ``after``, unfiltered by owner (the hub filters per stream)."""
+        return read_events(self.instance, names, after, limit, self._ceiling(0.2))
 
     def ready(self) -> m.Health:
         checks = {}
@@ -170,8 +200,6 @@ class FrontDoor:
     # ---- writing --------------------------------------------------------------------------------
     def run_contract(self, principal: Principal, name: str, body: m.RunRequestBody, idempotency_key: str,
                      request_id: str) -> m.RunLaunch:
-        from scrape_contracts.defs.partitions import partitions_for
-
         loaded = self._contract(principal, name, write=True)
         key = (idempotency_key or "").strip()
         if not key or len(key) > 256:
@@ -180,7 +208,26 @@ class FrontDoor:
         sha = request_hash(body.model_dump())
         used = self.keys.find(name, key)
         if used is not None:
-            return self._replay(name, key, sha, used.request_sha256, used.run_ids)
+            return self._replay(principal, loaded, key, body, sha, used)
+        specs, skipped = self._run_specs(loaded, body, key, principal)
+        run_ids = [spec.run_id for spec in specs]
+        # the key is claimed (and the launch audited) before anything is launched: a concurrent request with
+        # the same key finds the claim and launches nothing
+        claimed = self.keys.claim(name, key, sha, run_ids, principal.token_id, then=lambda conn: self.audit.record(
+            principal, "run", name, body.partition or "*", "", request_id, "launching " + ", ".join(run_ids),
+            conn=conn))
+        if claimed is not None:
+            return self._replay(principal, loaded, key, body, sha, claimed)
+        self._queue_later(name, specs)
+        return m.RunLaunch(contract=name, idempotency_key=key, replayed=False, skipped_paused=skipped,
+                           runs=[m.LaunchedRun(run_id=spec.run_id, status=SUBMITTED, label=spec.label)
+                                 for spec in specs])
+
+    def _run_specs(self, loaded: LoadedContract, body: m.RunRequestBody, key: str,
+                   principal: Principal) -> tuple[list[launch.RunSpec], list[str]]:
+        from scrape_contracts.defs.partitions import partitions_for
+
+        name = loaded.contract.name
         all_keys = partitions_for(loaded.contract).get_partition_keys(dynamic_partitions_store=self.instance)
         paused = self.store.paused_partitions(name)
         if body.partition is not None:
@@ -197,55 +244,67 @@ class FrontDoor:
         for spec in specs:
             spec.tags["scrape_contracts/trigger"] = "api"
             spec.tags["scrape_contracts/principal"] = principal.name
-        # the key and the runs it stands for are recorded before anything is queued (one row, unique key): of
-        # two requests racing with one key, the one that lost the insert queues nothing
-        run_ids = [spec.run_id for spec in specs]
-        use = self.keys.remember(name, key, sha, run_ids, principal.token_id)
-        if use.request_sha256 != sha or use.run_ids != run_ids:
-            return self._replay(name, key, sha, use.request_sha256, use.run_ids)
-        self.audit.record(principal, "run", name, body.partition or "*", "", request_id,
-                          "queued " + ", ".join(run_ids))
-        existing = launch.runs_by_id(self.instance, run_ids)
-        # `dagster job launch` loads the code location (seconds): it runs after the answer, and the run ids,
-        # derived from the key, are known now
-        threading.Thread(target=self._queue, args=(name, specs), daemon=True,
-                         name=f"queue-{name}-{key[:16]}").start()
-        return m.RunLaunch(contract=name, idempotency_key=key, replayed=False, skipped_paused=skipped,
-                           runs=[m.LaunchedRun(run_id=spec.run_id, label=spec.label,
-                                               status=existing[spec.run_id].status.value
-                                               if spec.run_id in existing else SUBMITTED)
-                                 for spec in specs])
+        return specs, skipped
 
-    def _queue(self, name: str, specs: list[launch.RunSpec]) -> None:
+    def _queue_later(self, name: str, specs: list[launch.RunSpec]) -> None:
+        """Hand the runs to Dagster's queue after the answer: `dagster job launch` loads the code location
+        (seconds), and the run ids, derived from the claimed key, are known already. A run this process is
+        queueing already is not queued twice; one that fails to queue is queued by the same request again."""
+        with self._queuing_lock:
+            specs = [spec for spec in specs if spec.run_id not in self._queuing]
+            self._queuing.update(spec.run_id for spec in specs)
+        if specs:
+            threading.Thread(target=self._queue_now, args=(name, specs), daemon=True,
+                             name=f"queue-{name}").start()
+
+    def _queue_now(self, name: str, specs: list[launch.RunSpec]) -> None:
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Error loading repository location", category=UserWarning)
                 launch.queue(self.instance, self.workspace, specs, lambda *_: None)
-        except Exception as exc:  # noqa: BLE001 - a thread of its own: said in the log, and the runs stay absent
-            logger.error("cannot queue the runs of %s (%s): %s", name, ", ".join(s.run_id for s in specs), exc)
+        except Exception as exc:  # noqa: BLE001 - a thread of its own: said in the log; a replay queues again
+            log.error("cannot queue the runs of %s (%s): %s; the same request with the same Idempotency-Key "
+                      "queues them", name, ", ".join(spec.run_id for spec in specs), exc)
+        finally:
+            with self._queuing_lock:
+                self._queuing.difference_update(spec.run_id for spec in specs)
 
-    def _replay(self, name: str, key: str, sha: str, recorded: str, run_ids: list[str]) -> m.RunLaunch:
-        if recorded != sha:
+    def _replay(self, principal: Principal, loaded: LoadedContract, key: str, body: m.RunRequestBody, sha: str,
+                used: KeyUse) -> m.RunLaunch:
+        name = loaded.contract.name
+        if used.request_sha256 != sha:
             raise Refused(Refusal.CONFLICT, f"idempotency key {key!r} was used for another request to {name!r}; "
                                             "use a new key for a different request")
+        found = launch.runs_by_id(self.instance, used.run_ids)
+        missing = [run_id for run_id in used.run_ids if run_id not in found]
+        if missing:
+            # claimed, then the launch failed or the process died: launch what the claim names
+            specs = [spec for spec in self._run_specs(loaded, body, key, principal)[0] if spec.run_id in missing]
+            self._queue_later(name, specs)
         runs = []
-        for run_id in run_ids:
-            run = self.instance.get_run_by_id(run_id)
+        for run_id in used.run_ids:
+            run = found.get(run_id)
             runs.append(m.LaunchedRun(run_id=run_id, status=run.status.value if run else SUBMITTED,
                                       label=(run.tags.get("scrape_contracts/batch") or
                                              run.tags.get("scrape_contracts/target") or "") if run else ""))
         return m.RunLaunch(contract=name, idempotency_key=key, replayed=True, runs=runs, skipped_paused=[])
 
     def add_targets(self, principal: Principal, name: str, urls: list[str], request_id: str) -> m.TargetsAdded:
-        from scrape_contracts.defs.targets import add_targets
+        from scrape_contracts.defs.targets import add_targets, keys_for
 
         loaded = self._contract(principal, name, write=True)
         try:
-            added = add_targets(loaded, urls, self.instance, self.store)
+            keyed = keys_for(urls, allow_private=loaded.contract.fetch.allow_private_addresses)
         except ValueError as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
-        self.audit.record(principal, "add_targets", name, ",".join(added) or "-", "", request_id,
-                          f"added {len(added)} target(s)")
+        entry = self._audit_first(principal, "add_targets", name, ",".join(keyed)[:2000] or "-", "", request_id,
+                                  f"adding {len(keyed)} target(s)")
+        try:
+            added = add_targets(loaded, urls, self.instance, self.store)
+        except ValueError as exc:
+            self.audit.finish(entry, f"refused: {exc}")
+            raise Refused(Refusal.INVALID, str(exc)) from None
+        self.audit.finish(entry, f"added {len(added)} target(s)")
         return m.TargetsAdded(contract=name, added={k: without_userinfo(u) for k, u in added.items()})
 
     def set_paused(self, principal: Principal, name: str, key: str, *, paused: bool, reason: str,
@@ -256,13 +315,15 @@ class FrontDoor:
             raise Refused(Refusal.INVALID, "pausing a target needs a reason")
         config = {"contract": name, "partition": key, "action": "pause" if paused else "resume",
                   "by": principal.name, "reason": reason}
-        result = self._job("target_state_job", {"set_target_state": {"config": config}})
+        run_id = str(uuid.uuid4())
+        entry = self._audit_first(principal, "pause" if paused else "resume", name, key, reason, request_id,
+                                  f"run {run_id}")
+        result = self._job("target_state_job", {"set_target_state": {"config": config}}, run_id)
         if not result.success:
+            self.audit.finish(entry, f"run {run_id}: {launch.failure_reason(result)}")
             raise Refused(Refusal.CONFLICT, launch.failure_reason(result))
         state = self.store.state(name, key)
         recorded = state.pause_reason if state.paused else f"resumed by {principal.name}"
-        self.audit.record(principal, "pause" if paused else "resume", name, key, reason, request_id,
-                          f"run {result.run_id}")
         return m.TargetState(contract=name, key=key, paused=state.paused, reason=recorded or "",
                              run_id=result.run_id)
 
@@ -274,16 +335,29 @@ class FrontDoor:
                                   "reviewer": principal.name, "reason": body.reason}
         if body.candidate_id is not None:
             config["candidate_id"] = body.candidate_id
+        run_id = str(uuid.uuid4())
+        entry = self._audit_first(principal, f"review_{body.decision}", name, partition, body.reason, request_id,
+                                  f"run {run_id}")
         # the review job, as the CLI and the launchpad run it: the decision is in run history with who and why
-        result = self._job("review_job", {"review_decision": {"config": config}})
-        outcome = f"run {result.run_id}: " + ("ok" if result.success else launch.failure_reason(result))
-        self.audit.record(principal, f"review_{body.decision}", name, partition, body.reason, request_id, outcome)
+        result = self._job("review_job", {"review_decision": {"config": config}}, run_id)
+        self.audit.finish(entry, f"run {run_id}: " + ("ok" if result.success else launch.failure_reason(result)))
         if not result.success:
             raise Refused(Refusal.CONFLICT, launch.failure_reason(result))
         latest = self.store.latest_accepted(name, partition)
         version = latest.version if latest is not None and body.decision == "accept" else None
         return m.ReviewResult(contract=name, partition=partition, decision=body.decision,
                               reviewer=principal.name, run_id=result.run_id, accepted_version=version)
+
+    def _audit_first(self, principal: Principal, action: str, contract: str, target: str, reason: str,
+                     request_id: str, outcome: str) -> int:
+        """The audit entry of a change about to be made; when it cannot be written the change is not made."""
+        try:
+            return self.audit.record(principal, action, contract, target, reason, request_id, outcome)
+        except sa.exc.SQLAlchemyError as exc:
+            log.error("request %s: audit entry not written (%s): %s refused", request_id, type(exc).__name__,
+                      action)
+            raise Refused(Refusal.UNAVAILABLE, f"the audit trail cannot be written ({type(exc).__name__}); "
+                                               "nothing was changed: try again later") from None
 
     def _require_target(self, loaded: LoadedContract, key: str) -> None:
         from scrape_contracts.defs.partitions import partitions_for
@@ -292,13 +366,13 @@ class FrontDoor:
         if key not in keys and key not in self.store.list_targets(loaded.contract.name):
             raise Refused(Refusal.NOT_FOUND, f"{loaded.contract.name!r} has no target {key!r}")
 
-    def _job(self, job_name: str, ops: dict[str, Any]) -> dg.ExecuteInProcessResult:
+    def _job(self, job_name: str, ops: dict[str, Any], run_id: str) -> dg.ExecuteInProcessResult:
         from scrape_contracts.defs import build_definitions
 
         defs = build_definitions(self.contracts_dir)
         return defs.resolve_job_def(job_name).execute_in_process(
             run_config={**launch.QUIET, "ops": ops}, instance=self.instance, raise_on_error=False,
-            tags={"scrape_contracts/trigger": "api"})
+            tags={"scrape_contracts/trigger": "api"}, run_id=run_id)
 
 
 def _summary(loaded: LoadedContract) -> m.ContractSummary:

@@ -2,61 +2,71 @@
 
 Every route but the liveness and readiness probes resolves a principal from ``Authorization: Bearer
 <token>`` on each request (a revoked token is refused on its next one). ``Refused`` becomes a status code:
-401 no or bad token, 403 not the token's contract or not its scope, 404, 409, 400, 503. An unexpected error
-is a 500 that names the request id, never the request's headers. ``/events/stream`` is Server-Sent Events:
-each event's id is its trail cursor (frontdoor/trail.py), so ``Last-Event-ID`` resumes on any API process.
+401 no or bad token, 403 a read token writing, 404 (also for another owner's contract), 409, 400, 503; a
+request the schema refuses is a 422 that quotes none of its input. An unexpected error is a 500 that names
+the request id, never the request's headers. A body larger than the limit is refused before it is read
+(api/serving.py). ``/events/stream`` is Server-Sent Events from the process's one poller (api/stream.py);
+each event's id is its trail cursor (api/trail.py), so ``Last-Event-ID`` resumes on any API process.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the routes' annotations, some defined in create_app
 
-import asyncio
 import json
 import logging
 import re
 import sys
 import threading
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Body, Depends, FastAPI, Header, Path as PathParam, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from scrape_contracts import settings
 from scrape_contracts.api import FrontDoor, Principal, Refusal, Refused
 from scrape_contracts.api import models as m
-from scrape_contracts.api.trail import CURSOR_PATTERN
+from scrape_contracts.api.serving import BodyLimit
+from scrape_contracts.api.stream import EventHub, TooManyStreams
+from scrape_contracts.api.trail import CURSOR_PATTERN, Cursor
 
 log = logging.getLogger("scrape_contracts.api")
 
 STATUS = {Refusal.UNAUTHENTICATED: 401, Refusal.FORBIDDEN: 403, Refusal.NOT_FOUND: 404, Refusal.CONFLICT: 409,
           Refusal.INVALID: 400, Refusal.UNAVAILABLE: 503}
 ERRORS = {401: {"model": m.Problem, "description": "no token, or an unknown or revoked one"},
-          403: {"model": m.Problem, "description": "the contract is not the token's owner's, or the token "
-                                                   "has read scope and the route writes"},
-          404: {"model": m.Problem, "description": "no such contract or target"}}
+          403: {"model": m.Problem, "description": "the token has read scope and the route writes"},
+          404: {"model": m.Problem, "description": "no such contract or target, or another owner's contract"},
+          422: {"model": m.Problem, "description": "the request does not match the schema: the detail names the "
+                                                   "field and the rule (never the input)"}}
 WRITE_ERRORS = {**ERRORS, 400: {"model": m.Problem}, 409: {"model": m.Problem}}
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-# how often an open stream looks for new events and checks its token again (the issue allows up to 30 s)
+# how often the event hub looks for new events and checks the open streams' tokens again
 STREAM_POLL_S = 1.0
-KEEPALIVE_S = 15.0
+DETAIL_MAX = 200  # characters of a 422's detail: it names fields, never quotes what was sent
 
 _bearer = HTTPBearer(auto_error=False, description="an API token from `scrape-contracts tokens create`")
 
-Name = Annotated[str, PathParam(description="the contract's name", max_length=128)]
-Key = Annotated[str, PathParam(description="the target's partition key", max_length=256)]
+Name = Annotated[m.Text, PathParam(description="the contract's name", max_length=m.NAME_MAX)]
+Key = Annotated[m.Text, PathParam(description="the target's partition key", max_length=m.KEY_MAX)]
 
 
 def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor | None = None,
-               stream_poll_s: float = STREAM_POLL_S) -> FastAPI:
+               stream_poll_s: float = STREAM_POLL_S, max_streams: int | None = None,
+               max_body_bytes: int | None = None) -> FastAPI:
+    """The API; ``max_streams`` and ``max_body_bytes`` default to the settings."""
     door = _LazyDoor(front_door, contracts_dir)
     app = FastAPI(title="scrape-contracts", version="1",
                   description="Contracts, runs, accepted data and the event trail of a scrape_contracts project. "
                               "Authenticate with `Authorization: Bearer <token>` "
                               "(`scrape-contracts tokens create --owner ... --scope read|write`).")
     app.state.door = door
+    hub = EventHub(door, poll_s=stream_poll_s,
+                   max_streams=max_streams if max_streams is not None else settings.api_max_streams())
+    app.state.hub = hub
 
     @app.middleware("http")
     async def request_id(request: Request, call_next):  # type: ignore[no-untyped-def]
@@ -70,6 +80,10 @@ def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor
     async def refused(request: Request, exc: Refused) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.kind == Refusal.UNAUTHENTICATED else None
         return JSONResponse({"detail": str(exc)}, status_code=STATUS[exc.kind], headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": _problems(exc.errors())}, status_code=422)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -100,7 +114,7 @@ def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor
     @app.get("/contracts/{name}/accepted", response_model=m.AcceptedPage, responses=ERRORS, tags=["contracts"],
              summary="The latest accepted record of each target (quarantined data never appears)")
     def get_accepted(name: Name, who: Who,
-                     partition: Annotated[str | None, Query(max_length=256)] = None,
+                     partition: Annotated[m.Text | None, Query(max_length=m.KEY_MAX)] = None,
                      limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                      offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0) -> m.AcceptedPage:
         return door.get_accepted(who, name, partition=partition, limit=limit, offset=offset)
@@ -108,7 +122,7 @@ def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor
     @app.post("/contracts/{name}/runs", response_model=m.RunLaunch, status_code=202, responses=WRITE_ERRORS,
               tags=["runs"], summary="Launch scrape runs through the instance's run coordinator, idempotently")
     def run_contract(request: Request, name: Name, who: Who,
-                     idempotency_key: Annotated[str, Header(min_length=1, max_length=256, description=(
+                     idempotency_key: Annotated[m.Text, Header(min_length=1, max_length=256, description=(
                          "the same key (per contract) returns the same runs, also after they finished; "
                          "another body with it is refused with 409"))],
                      body: Annotated[m.RunRequestBody | None, Body()] = None) -> m.RunLaunch:
@@ -138,8 +152,8 @@ def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor
         return door.review(who, name, partition, body, rid(request))
 
     After = Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="an event id: events after it")]
-    Contract = Annotated[str | None, Query(max_length=128, description="one contract (default: all of the "
-                                                                       "owner's)")]
+    Contract = Annotated[m.Text | None, Query(max_length=m.NAME_MAX, description="one contract (default: all of "
+                                                                                  "the owner's)")]
 
     @app.get("/events", response_model=m.EventPage, responses={**ERRORS, 400: {"model": m.Problem}},
              tags=["events"], summary="The event trail, oldest first, in pages (`next` is the cursor)")
@@ -148,28 +162,33 @@ def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor
         return door.list_events(who, contract=contract, after=after, limit=limit)
 
     @app.get("/events/stream", responses={**ERRORS, 200: {"content": {"text/event-stream": {}},
-                                                          "description": "Server-Sent Events"}},
+                                                          "description": "Server-Sent Events"},
+                                          429: {"model": m.Problem, "description": "too many open streams"}},
              response_class=StreamingResponse, tags=["events"],
              summary="The event trail as Server-Sent Events; reconnect with Last-Event-ID to resume")
     async def stream_events(request: Request, who: Who, contract: Contract = None, after: After = None,
                             last_event_id: Annotated[str | None, Header(pattern=CURSOR_PATTERN)] = None
                             ) -> StreamingResponse:
         token = request.headers["authorization"].split(" ", 1)[1].strip()
-        cursor = last_event_id or after
-        first = await run_in_threadpool(door.list_events, who, contract=contract, after=cursor, limit=500)
-        return StreamingResponse(_stream(request, door, token, contract, first, stream_poll_s),
+        names = await run_in_threadpool(door.visible_contracts, who, contract)
+        try:
+            subscriber = hub.subscribe(token, who, contract, names)
+        except TooManyStreams as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=429, headers={"Retry-After": "5"})
+        return StreamingResponse(hub.stream(subscriber, Cursor.parse(last_event_id or after)),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+    # async: answered on the event loop, never queued behind the worker threads that busy routes hold
     @app.get("/health/live", tags=["health"], summary="The process answers (no token needed)")
-    def live() -> dict[str, str]:
+    async def live() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/health/ready", response_model=m.Health, tags=["health"],
              responses={503: {"model": m.Health, "description": "the database or the instance is unreachable"}},
              summary="The project store and the Dagster instance are reachable (no token needed)")
-    def ready() -> JSONResponse:
-        health = door.ready()
+    async def ready() -> JSONResponse:
+        health = await run_in_threadpool(door.ready)
         return JSONResponse(health.model_dump(), status_code=200 if health.status == "ok" else 503)
 
     @app.get("/health/detailed", response_model=m.DetailedHealth, responses=ERRORS, tags=["health"],
@@ -177,7 +196,27 @@ def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor
     def detailed(who: Who) -> m.DetailedHealth:
         return door.health(who)
 
+    # before the routes, so before authentication: no body larger than this is read, whoever sends it
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes if max_body_bytes is not None
+                       else settings.api_max_body_bytes())
     return app
+
+
+def _problems(errors: Any) -> str:
+    """What a 422 says: each refused field's place and the rule it broke, at most ``DETAIL_MAX`` characters;
+    never the input (it may be megabytes, or text that cannot be encoded)."""
+    parts = []
+    for error in list(errors)[:3]:
+        where = ".".join(_shown(str(p), 40) for p in error.get("loc", ()))
+        parts.append(f"{where}: {_shown(str(error.get('msg', 'invalid')).removeprefix('Value error, '), 120)}")
+    text = "; ".join(parts) + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
+    return text if len(text) <= DETAIL_MAX else text[:DETAIL_MAX - 3] + "..."
+
+
+def _shown(text: str, limit: int) -> str:
+    # a field name can come from the request (an unknown key): escaped, and cut short
+    text = text.encode("ascii", "backslashreplace").decode("ascii")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class _LazyDoor:
@@ -202,36 +241,6 @@ def write_openapi(path: Path) -> None:
     ``scrape_contracts/api/openapi.json`` (or the path given)."""
     spec = create_app(front_door=None).openapi()
     path.write_text(json.dumps(spec, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def _sse(event: m.TrailEvent) -> str:
-    return f"id: {event.id}\nevent: trail\ndata: {json.dumps(event.model_dump(), default=str)}\n\n"
-
-
-async def _stream(request: Request, door: FrontDoor, token: str, contract: str | None, page: m.EventPage,
-                  poll_s: float) -> AsyncIterator[str]:
-    loop = asyncio.get_running_loop()
-    quiet_since = loop.time()
-    # at once, so the client has the response (and its headers) before the first event exists
-    yield f"retry: {int(poll_s * 2000)}\n\n"
-    while True:
-        for event in page.events:
-            yield _sse(event)
-        if page.events:
-            quiet_since = loop.time()
-        elif loop.time() - quiet_since >= KEEPALIVE_S:
-            yield ": keepalive\n\n"
-            quiet_since = loop.time()
-        if await request.is_disconnected():
-            return
-        await asyncio.sleep(poll_s)
-        try:
-            # the token again at every poll: a revoked one ends the stream
-            who = await run_in_threadpool(door.authenticate, token)
-            page = await run_in_threadpool(door.list_events, who, contract=contract, after=page.next, limit=500)
-        except Refused as exc:
-            yield f"event: end\ndata: {json.dumps({'detail': str(exc)})}\n\n"
-            return
 
 
 if __name__ == "__main__":

@@ -116,3 +116,18 @@ class TokenStore:
         if row is None or row.revoked_at is not None:
             return None
         return Principal(row.id, row.owner, TokenScope(row.scope))
+
+    def resolve_many(self, tokens: set[str]) -> dict[str, Principal | None]:
+        """``resolve`` for many tokens in one query (the event hub checks every open stream's at each poll)."""
+        hashes = {_hash(t): t for t in tokens if t.startswith(PREFIX)}
+        found: dict[str, Principal | None] = dict.fromkeys(tokens)
+        if not hashes:
+            return found
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(api_tokens.c.token_sha256, api_tokens.c.id, api_tokens.c.owner,
+                                          api_tokens.c.scope, api_tokens.c.revoked_at)
+                                .where(api_tokens.c.token_sha256.in_(list(hashes)))).all()
+        for row in rows:
+            if row.revoked_at is None:
+                found[hashes[row.token_sha256]] = Principal(row.id, row.owner, TokenScope(row.scope))
+        return found

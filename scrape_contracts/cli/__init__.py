@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -25,12 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from sqlalchemy.exc import OperationalError
-
-    from scrape_contracts.adapters.store import StoreError, shown_url
+    from scrape_contracts.adapters.store import StoreError
     from scrape_contracts.service.accepted import AcceptedDataError
+    from scrape_contracts.cli.common import unreachable
 
     args = build_parser().parse_args(argv)
+    logging.getLogger().addFilter(_quiet_database_retries)
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
@@ -40,15 +41,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the store's refusals and the settings' checks are written for the user; a traceback adds nothing
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except OperationalError as exc:
-        from scrape_contracts import settings
-
-        first = str(exc.orig or exc).strip().splitlines()[0]
-        print(f"error: cannot use the project store at {shown_url(settings.db_url())}: {first}; "
-              "check SCRAPE_CONTRACTS_DB_URL (or DAGSTER_HOME)", file=sys.stderr)
+    except Exception as exc:
+        # a database that stopped or cannot be reached, from any command, at any point: one line naming the
+        # setting; anything else is a bug, and its traceback is what a bug report needs
+        message = unreachable(exc)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
         return 1
     finally:
+        logging.getLogger().removeFilter(_quiet_database_retries)
         close_instances()
+
+
+def _quiet_database_retries(record: logging.LogRecord) -> bool:
+    # Dagster's PostgreSQL storage logs each retry of a connection with the driver's whole message (six
+    # multi-line warnings before it gives up); the command says it in one line once it has given up
+    return "dagster_postgres" not in record.pathname
 
 
 def console() -> None:

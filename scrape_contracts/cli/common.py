@@ -34,6 +34,65 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: str) -> str:
+    """Text from the store or the trail as a terminal should show it: control characters (ESC, NUL, CR, ...)
+    escaped as ``\\x1b`` etc., so a pause reason cannot move the cursor, recolour or erase the screen."""
+    return text if text.isprintable() else "".join(_escaped(char) for char in text)
+
+
+def _escaped(char: str) -> str:
+    if char.isprintable():
+        return char
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+
+def unreachable(exc: BaseException) -> str | None:
+    """One line for a database a command could not use (stopped, unreachable, refused), naming the setting
+    that points at it; None when ``exc`` is something else. Dagster's PostgreSQL storage wraps the driver's
+    error in its own; a frame of Dagster's code in the chain says the instance's storage failed."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    from scrape_contracts import settings
+    from scrape_contracts.adapters.store import shown_url
+
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 10:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    database = [e for e in chain if isinstance(e, OperationalError) or _is_driver_error(e)
+                or type(e).__name__ == "DagsterPostgresException"]
+    if not database:
+        return None
+    root = next((e for e in reversed(chain) if str(e).strip()), database[-1])
+    reason = root.orig if isinstance(root, DBAPIError) and root.orig is not None else root
+    first = str(reason).strip().splitlines()[0][:200] if str(reason).strip() else type(reason).__name__
+    if any(_from_dagster(e) for e in chain):
+        return (f"cannot use the Dagster instance's storage (DAGSTER_HOME={settings.dagster_home()}, its "
+                f"dagster.yaml): {first}; check that the database is running and the storage settings there")
+    return (f"cannot use the project store at {shown_url(settings.db_url())}: {first}; "
+            "check SCRAPE_CONTRACTS_DB_URL (or DAGSTER_HOME)")
+
+
+def _is_driver_error(exc: BaseException) -> bool:
+    # psycopg2's OperationalError and InterfaceError, without importing a driver the install may not have
+    return type(exc).__module__.startswith("psycopg") and type(exc).__name__ in ("OperationalError",
+                                                                                 "InterfaceError")
+
+
+def _from_dagster(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(("dagster.", "dagster_postgres")):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def load(args: argparse.Namespace) -> LoadResult:
     from scrape_contracts.contract.loader import load_contracts
 

@@ -100,7 +100,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         asset_key=candidate_key(loaded.contract.name), partition=args.partition,
         metadata={"stage": "resumed", "reason": reason}, description=f"resumed: {reason}"))
     common.instance().report_runless_asset_event(target_state_observation(loaded.contract.name, args.partition, None))
-    print(f"resumed {loaded.contract.name}/{args.partition} (was paused: {before.pause_reason})")
+    print(f"resumed {loaded.contract.name}/{args.partition} (was paused: {common.printable(before.pause_reason or '')})")
     return 0
 
 
@@ -141,7 +141,8 @@ def cmd_events(args: argparse.Namespace) -> int:
     events, cursor = read_trail(instance, loaded.contract.name, partition=args.partition, after=args.after,
                                 limit=args.limit)
     for event in events:
-        print(event.line())
+        # reasons, reviewers and page values were typed by someone: a terminal must not obey them
+        print(common.printable(event.line()))
     print(f"cursor: {cursor}  (next page: --after {cursor})")
     return 0
 

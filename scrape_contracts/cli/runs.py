@@ -89,7 +89,7 @@ def cmd_targets_list(args: argparse.Namespace) -> int:
         targets = {t.partition_key: t.url for t in contract.static_targets}
     paused = store.paused_partitions(contract.name) if store is not None else {}
     for key, url in targets.items():
-        note = f"  [paused: {paused[key]}]" if key in paused else ""
+        note = f"  [paused: {common.printable(paused[key])}]" if key in paused else ""
         # stores written before target URLs with credentials were refused may still hold some
         print(f"{key}  {without_userinfo(url)}{note}")
     return 0
@@ -182,6 +182,7 @@ def _timeout(text: str) -> float:
 
 
 def _print_summary(contract: str, runs: list) -> int:
+    """The outcome of the runs, and exit status 1 when a run failed or any target could not be scraped."""
     from collections import Counter
 
     import dagster as dg
@@ -195,26 +196,52 @@ def _print_summary(contract: str, runs: list) -> int:
             if candidate.status in ("rejected", "quarantined"):
                 reasons = "; ".join(v["message"] for v in (candidate.details or {}).get("violations", []))
                 failures.append(f"{candidate.partition}: {candidate.status}: {reasons}")
-    events = _batch_summaries(contract, [r.run_id for r in runs])
-    for summary in events:
-        for failure in summary.get("failures", []):
-            outcomes["failed"] += 1
-            failures.append(f"{failure['partition']}: fetch failed: {failure['reason']}")
+    not_fetched = [(f["partition"], str(f["reason"])) for summary in _batch_summaries(contract, [r.run_id for r in runs])
+                   for f in summary.get("failures", [])]
+    outcomes["failed"] += len(not_fetched)
     records = [common.instance().get_run_record_by_id(r.run_id) for r in runs]
     starts = [r.start_time for r in records if r and r.start_time]
     ends = [r.end_time for r in records if r and r.end_time]
     total = sum(outcomes.values())
     seconds = (max(ends) - min(starts)) if starts and ends else 0.0
     rate = f", {total / seconds:.1f} targets/s over {seconds:.1f}s of runs" if seconds > 0 else ""
-    print(f"{contract}: {total} target(s){rate}: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
+    print(f"{contract}: {total} target(s){rate}: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()) if v))
     for line in failures[:50]:
-        print(f"  {line}")
+        print(f"  {common.printable(line)}")
     if len(failures) > 50:
         print(f"  ... and {len(failures) - 50} more (see `scrape-contracts events {contract}`)")
+    _print_not_fetched(contract, not_fetched)
     bad = [r for r in runs if r.status != dg.DagsterRunStatus.SUCCESS]
     for run in bad:
         print(f"run {run.run_id} ended {run.status.value}: see it in the Dagster UI (Runs) for the failed step")
-    return 1 if bad else 0
+    return 1 if bad or not_fetched else 0
+
+
+# what the pages' folder says when it is full (ENOSPC), however the fetch reported it
+_DISK_FULL = ("no space left on device", "errno 28")
+
+
+def _print_not_fetched(contract: str, failed: list[tuple[str, str]]) -> None:
+    """Targets a batch could not scrape, said once with their count, grouped by reason (a full disk for
+    pages fails every target the same way: it is said once, not once per target)."""
+    if not failed:
+        return
+    from collections import defaultdict
+
+    from scrape_contracts import settings
+
+    print(f"{len(failed)} target(s) failed (see `scrape-contracts events {contract}`):")
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for partition, reason in failed:
+        full = any(mark in reason.lower() for mark in _DISK_FULL)
+        by_reason["no space left on device" if full else reason].append(partition)
+    for reason, partitions in sorted(by_reason.items(), key=lambda item: -len(item[1])):
+        examples = ", ".join(partitions[:3]) + (f" and {len(partitions) - 3} more" if len(partitions) > 3 else "")
+        if reason == "no space left on device":
+            print(f"  no space left on device: {len(partitions)} target(s) could not store their pages ({examples}); "
+                  f"free space in {settings.artifacts_dir()} (SCRAPE_CONTRACTS_ARTIFACTS_DIR) and run again")
+        else:
+            print(f"  {common.printable(reason[:300])}: {len(partitions)} target(s) ({examples})")
 
 
 def _batch_summaries(contract: str, run_ids: list[str]) -> list[dict]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_tokens_revoke)
 
     p = sub.add_parser("serve", help="the REST API (with SSE and health endpoints) on DAGSTER_HOME's instance")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on (default 127.0.0.1; for other machines, put a reverse proxy "
+                        "that terminates TLS in front: docs/api.md)")
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(func=cmd_serve)
 
@@ -34,10 +37,15 @@ def register(sub: Any) -> None:
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8001)
-    p.add_argument("--token", default=None,
-                   help="stdio: the API token the tools act with (default: $SCRAPE_CONTRACTS_TOKEN; prefer the "
-                        "variable: arguments are visible to other users of the machine); over http each caller "
-                        "sends its own (Authorization: Bearer)")
+    p.add_argument("--token-file", type=Path, default=None, metavar="PATH",
+                   help="stdio: a file holding the API token the tools act with (default: $SCRAPE_CONTRACTS_TOKEN); "
+                        "never on the command line, which other users of the machine can read. Over http each "
+                        "caller sends its own (Authorization: Bearer)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME:PORT",
+                   help="http: a Host header clients may send (repeat it; loopback names are allowed on a loopback "
+                        "address; required on any other); others get 421")
+    p.add_argument("--allowed-origin", action="append", default=[], metavar="URL",
+                   help="http: an Origin a browser client may send (repeat it); others get 403")
     p.set_defaults(func=cmd_mcp)
 
 
@@ -108,17 +116,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from scrape_contracts.api.mcp import build_server, run
+    from scrape_contracts.api.mcp import build_server, run, transport_security
+    from scrape_contracts.api.serving import bind_warning
 
     _contracts_env(args)
     if args.transport == "http":
+        try:
+            security = transport_security(args.host, args.port, args.allowed_host, args.allowed_origin)
+        except ValueError as exc:
+            raise common.CliError(str(exc), 2) from None
+        warning = bind_warning(args.host, "mcp --transport http")
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
         # every caller sends its own token (Authorization: Bearer); the server holds none
         url = f"http://{args.host}:{args.port}"
-        run(build_server(None, front_door=_front_door(args), http_url=url), args.transport, args.host, args.port)
+        run(build_server(None, front_door=_front_door(args), http_url=url), args.transport, args.host, args.port,
+            security)
         return 0
-    token = args.token or os.environ.get("SCRAPE_CONTRACTS_TOKEN")
-    if not token:
-        raise common.CliError("the MCP server over stdio needs an API token: set SCRAPE_CONTRACTS_TOKEN (or pass "
-                       "--token); create one with `scrape-contracts tokens create`", 2)
+    token = _token(args.token_file)
     run(build_server(token, front_door=_front_door(args)), args.transport, args.host, args.port)
     return 0
+
+
+def _token(path: Path | None) -> str:
+    """The stdio server's token: from ``--token-file``, else $SCRAPE_CONTRACTS_TOKEN (never an argument:
+    /proc/PID/cmdline is readable by every user of the machine)."""
+    if path is not None:
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeError) as exc:
+            raise common.CliError(f"--token-file {path}: cannot read it ({exc.strerror or exc})", 2) from None
+        if not token or len(token.split()) != 1:
+            raise common.CliError(f"--token-file {path}: must hold one API token (from `scrape-contracts tokens "
+                                  "create`) and nothing else", 2)
+        return token
+    token = os.environ.get("SCRAPE_CONTRACTS_TOKEN", "").strip()
+    if not token:
+        raise common.CliError("the MCP server over stdio needs an API token: --token-file PATH, or set "
+                              "SCRAPE_CONTRACTS_TOKEN; create one with `scrape-contracts tokens create`", 2)
+    return token

@@ -13,6 +13,8 @@ from scrape_contracts.contract.base import Strict, confined
 from scrape_contracts.contract.schedule import Canary
 
 PARTITION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# longer URLs are refused: a URL is stored, keyed and shown in run history (browsers' practical limit is near)
+URL_MAX_LENGTH = 2048
 
 
 class Target(Strict):
@@ -30,6 +32,9 @@ class Target(Strict):
     @field_validator("url")
     @classmethod
     def _url_is_absolute(cls, value: str) -> str:
+        if len(value) > URL_MAX_LENGTH:
+            raise ValueError(f"target URL is {len(value)} characters long, more than {URL_MAX_LENGTH}: "
+                             f"{without_userinfo(value[:80])!r}...")
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"target URL must be absolute http(s), got {without_userinfo(value)!r}")

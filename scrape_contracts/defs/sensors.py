@@ -17,7 +17,7 @@ def build_targets_sensor(loaded: LoadedContract) -> dg.SensorDefinition:
                description=f"Adds the URLs listed in {loaded.contract.targets.file} as partitions of {name!r}.")
     def targets_sensor(context: dg.SensorEvaluationContext, store: ProjectStoreResource) -> dg.SensorResult:
         try:
-            keyed = keys_for(read_targets_file(loaded))
+            keyed = keys_for(read_targets_file(loaded), allow_private=loaded.contract.fetch.allow_private_addresses)
         except (OSError, ValueError) as exc:
             return dg.SensorResult(skip_reason=f"targets file unusable: {exc}")
         store.get().add_targets(name, keyed)

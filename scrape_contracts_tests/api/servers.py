@@ -76,3 +76,37 @@ class ApiServer:
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=60)
+
+
+class ThreadedApi:
+    """An app served by uvicorn on 127.0.0.1 in a thread of the test, with the settings ``serve`` uses: a real
+    HTTP server without a process start (the API's tests on PostgreSQL open its front door in-process)."""
+
+    def __init__(self, app: object) -> None:
+        self.app = app
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ThreadedApi:
+        import threading
+
+        import uvicorn
+
+        from scrape_contracts.api.serving import server_config
+
+        self.server = uvicorn.Server(server_config(self.app, "127.0.0.1", self.port))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the API did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60)

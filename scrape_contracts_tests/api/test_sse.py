@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -138,3 +140,85 @@ def test_bad_cursors_are_refused(text: str) -> None:
         return
     with pytest.raises(ValueError, match="not an event cursor"):
         Cursor.parse(text)
+
+
+def _hub_door(harness):  # -> FrontDoor over two contracts of team:shop and one of team:other
+    from scrape_contracts.api import FrontDoor
+
+    for name, owner in (("alpha", "team:shop"), ("beta", "team:shop"), ("other", "team:other")):
+        harness.write(f"{name}.yaml", f"""
+            name: {name}
+            owners: [{owner}]
+            targets:
+              - url: https://shop.example/{name}/1
+                key: p1
+            fetch: {{adapter: http}}
+            fields:
+              title: {{selector: "#title"}}
+            """)
+    return FrontDoor(contracts_dir=harness.contracts_dir, db_url=harness.backend.db_url, instance=harness.instance)
+
+
+def _observe(instance: dg.DagsterInstance, contract: str, n: int) -> None:
+    from scrape_contracts.defs.assets import candidate_key
+
+    instance.report_runless_asset_event(dg.AssetObservation(
+        asset_key=candidate_key(contract), partition="p1", metadata={"stage": "probe", "n": n}))
+
+
+def test_open_streams_are_capped_and_a_closed_one_frees_its_place(sqlite_harness) -> None:
+    from scrape_contracts.api.rest import create_app
+    from scrape_contracts_tests.api.servers import ThreadedApi
+
+    door = _hub_door(sqlite_harness)
+    token = door.tokens.create("shop", "read")[1]
+    app = create_app(front_door=door, max_streams=2, stream_poll_s=0.05)
+    with ThreadedApi(app) as api, api.client(token) as client, contextlib.ExitStack() as stack:
+        opened = client.stream("GET", "/events/stream")
+        first = opened.__enter__()
+        second = stack.enter_context(client.stream("GET", "/events/stream", params={"contract": "alpha"}))
+        assert first.status_code == second.status_code == 200
+        refused = client.get("/events/stream")
+        assert refused.status_code == 429 and refused.headers["retry-after"]
+        assert "SCRAPE_CONTRACTS_API_MAX_STREAMS" in refused.json()["detail"]
+        assert client.get("/health/live").status_code == 200 and client.get("/contracts").status_code == 200
+        opened.__exit__(None, None, None)
+        deadline = time.monotonic() + 30
+        while True:  # the server notices the closed stream at its next write or disconnect check
+            with client.stream("GET", "/events/stream") as again:
+                if again.status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "the closed stream's place was never freed"
+            time.sleep(0.1)
+
+
+def test_one_poller_fans_out_to_every_stream_by_owner(sqlite_harness) -> None:
+    from scrape_contracts.api.rest import create_app
+    from scrape_contracts_tests.api.servers import ThreadedApi
+
+    door = _hub_door(sqlite_harness)
+    shop, other = door.tokens.create("shop", "read")[1], door.tokens.create("other", "read")[1]
+    revoked = door.tokens.create("shop", "read")[1]
+    _observe(sqlite_harness.instance, "alpha", 0)  # before any stream: each reads the history first
+    app = create_app(front_door=door, stream_poll_s=0.05)
+    with ThreadedApi(app) as api, api.client(shop) as shop_client, api.client(other) as other_client, \
+            api.client(revoked) as revoked_client, contextlib.ExitStack() as stack:
+        streams = [stack.enter_context(shop_client.stream("GET", "/events/stream", params=params))
+                   for params in ({}, {"contract": "alpha"}, {"after": "0"}, {})]
+        theirs = stack.enter_context(other_client.stream("GET", "/events/stream"))
+        doomed = stack.enter_context(revoked_client.stream("GET", "/events/stream"))
+        lines = [s.iter_lines() for s in streams]
+        assert [_events(line, 1)[0]["metadata"]["n"] for line in lines] == [0, 0, 0, 0]
+        _observe(sqlite_harness.instance, "beta", 1)
+        _observe(sqlite_harness.instance, "alpha", 2)
+        _observe(sqlite_harness.instance, "other", 3)
+        got = [[e["metadata"]["n"] for e in _events(line, 1 if i == 1 else 2)] for i, line in enumerate(lines)]
+        assert got == [[1, 2], [2], [1, 2], [1, 2]]
+        their_lines = theirs.iter_lines()  # kept: a dropped iterator closes its response
+        assert [e["metadata"]["n"] for e in _events(their_lines, 1)] == [3]
+        door.tokens.revoke(revoked)
+        ended = [line for line in doomed.iter_lines() if line.startswith(("event:", "data:"))]
+        assert ended[-2] == "event: end" and "revoked" in ended[-1]
+        _observe(sqlite_harness.instance, "alpha", 4)
+        assert [e["metadata"]["n"] for e in _events(lines[1], 1)] == [4]  # the others go on
+        assert app.state.hub.open_streams == 5 and app.state.hub.polls > 0

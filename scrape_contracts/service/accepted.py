@@ -81,6 +81,11 @@ def accepted_frame(versions: list) -> pd.DataFrame:
     its ``record_key`` after ``partition`` and ``url``."""
     import pandas as pd
 
+    return pd.DataFrame(accepted_rows(versions))
+
+
+def accepted_rows(versions: list) -> list[dict]:
+    """The rows of ``accepted_frame`` (and of ``export data``), as the records hold their values."""
     from scrape_contracts.engine.lists import is_set, set_records
 
     rows = []
@@ -91,4 +96,4 @@ def accepted_frame(versions: list) -> pd.DataFrame:
                      for record in set_records(v.record)]
         else:
             rows.append({"partition": v.partition, "url": v.url, **v.record, **stamp})
-    return pd.DataFrame(rows)
+    return rows

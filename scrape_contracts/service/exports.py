@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from scrape_contracts.contract.columns import ColumnType, accepted_columns
 from scrape_contracts.contract.odcs import Server, odcs_document
-from scrape_contracts.engine.lists import is_set, set_records
+from scrape_contracts.service.accepted import accepted_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -68,12 +68,7 @@ def accepted_table(contract: Contract, versions: Sequence[AcceptedVersion]) -> p
     import pyarrow as pa
 
     columns = accepted_columns(contract)
-    rows: list[dict[str, Any]] = []
-    for v in versions:
-        stamp = {"partition": v.partition, "url": v.url, "_version": v.version, "_accepted_at": _utc(v.created_at),
-                 "_run_id": v.run_id}
-        records = set_records(v.record) if is_set(v.record) else [v.record]
-        rows += [{**record, **stamp} for record in records]
+    rows = accepted_rows(versions)
     arrays = {c.name: pa.array([_typed(c.type, row.get(c.name)) for row in rows], type=arrow_type(c.type))
               for c in columns}
     fields = [pa.field(c.name, arrow_type(c.type), nullable=not c.required) for c in columns]
@@ -99,7 +94,7 @@ def _typed(kind: ColumnType, value: Any) -> Any:
         return None
     if kind is ColumnType.DATE:
         return dt.date.fromisoformat(value) if isinstance(value, str) else value
-    if kind is ColumnType.TIMESTAMP:
+    if kind is ColumnType.TIMESTAMP:  # a datetime field (an ISO string), or _accepted_at
         return _utc(dt.datetime.fromisoformat(value) if isinstance(value, str) else value)
     if kind is ColumnType.NUMBER:
         return float(value)

@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Any
 
 from scrape_contracts.adapters.schema import CandidateStatus
-from scrape_contracts.adapters.store import Lease, LostLease, TargetBusy
+from scrape_contracts.adapters.store import Lease, LostLease, busy_message
 from scrape_contracts.engine.diff import FieldChange
 from scrape_contracts.engine.extract import FieldProblem
 from scrape_contracts.engine.outcome import Outcome
@@ -246,7 +246,7 @@ class LeaseRefusal:
 
     @classmethod
     def busy(cls, held: Lease) -> LeaseRefusal:
-        return cls(Refusal.BUSY, str(TargetBusy(held)), held.holder)
+        return cls(Refusal.BUSY, busy_message(held), held.holder)
 
     @classmethod
     def lost(cls, lost: LostLease) -> LeaseRefusal:

@@ -285,6 +285,7 @@ def test_no_take_over_slips_between_the_fence_and_the_commit(store: ProjectStore
                     break
                 assert dt.datetime.now() < deadline, "the take-over never waited for the fenced transaction"
                 assert thief.is_alive() and not taken, "the take-over went through while A's commit was open"
+                thief.join(0.02)
             conn.execute(candidates.insert().values(
                 contract=CONTRACT, partition="p1", run_id="run-a", url="u", record={}, outcome=Outcome.VALID,
                 status=CandidateStatus.PENDING, details={}, created_at=clock.now))

@@ -27,7 +27,7 @@ from scrape_contracts.adapters.store.recording import CandidatesMixin
 from scrape_contracts.adapters.store.engines import new_engine, open_engines, schema_state, shown_url, upgrade_schema
 from scrape_contracts.adapters.store.errors import (
     AlreadyAccepted, LeaseLost, LostLease, NothingToReview, SelectorConflict, StaleCandidate, StoreError,
-    StoreNotFound, StoreTooNew, StoreUnavailable, Superseded, TargetBusy, unavailable, unreachable,
+    StoreNotFound, StoreTooNew, StoreUnavailable, Superseded, TargetBusy, busy_message, unavailable, unreachable,
 )
 from scrape_contracts.adapters.store.leases import LeaseGrant, LeasesMixin
 from scrape_contracts.adapters.store.review import ReviewMixin
@@ -76,7 +76,7 @@ __all__ = [
     "CandidateStatus", "Decision", "Lease", "LeaseGrant", "LeaseLost", "LostLease", "NewCandidate",
     "NothingToReview", "OperationalError", "PartitionState", "ProjectStore", "RecordedCandidate", "Review",
     "SelectorConflict", "SelectorSource", "SelectorVersion", "StaleCandidate", "StoreError", "StoreNotFound",
-    "StoreTooNew", "StoreUnavailable", "Superseded", "TargetBusy", "accepted", "candidates", "carried_over",
-    "existing_store", "metadata", "new_engine", "reviews", "schema_state", "shown_url", "unavailable",
-    "unreachable", "upgrade_schema",
+    "StoreTooNew", "StoreUnavailable", "Superseded", "TargetBusy", "accepted", "busy_message", "candidates",
+    "carried_over", "existing_store", "metadata", "new_engine", "reviews", "schema_state", "shown_url",
+    "unavailable", "unreachable", "upgrade_schema",
 ]

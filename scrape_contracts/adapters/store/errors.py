@@ -87,8 +87,12 @@ class TargetBusy(StoreError):
 
     def __init__(self, held: Lease) -> None:
         self.held = held
-        super().__init__(
-            f"busy: target {held.contract}/{held.partition} is being scraped by run {held.holder} until "
+        super().__init__(busy_message(held))
+
+
+def busy_message(held: Lease) -> str:
+    """What a user reads about a target another run holds (docs/leases.md)."""
+    return (f"busy: target {held.contract}/{held.partition} is being scraped by run {held.holder} until "
             f"{shown_time(held.expires_at)}; nothing was scraped for it here. It is free again as soon as that "
             "run ends, or when its lease expires")
 

@@ -30,7 +30,8 @@ from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.errors import LeaseLost, LostLease, TargetBusy
 from scrape_contracts.adapters.store.rows import Lease, lease_of
 
-PAGE = 500  # partition keys per statement: under every database's parameter limit
+SQLITE_PAGE = 500  # partition keys per SQLite statement (an IN list: under its parameter limit)
+PG_PAGE = 20_000  # PostgreSQL takes them as one array parameter: a 20,000-target batch in one statement
 
 _Store = TypeVar("_Store", bound="LeasesMixin")
 
@@ -69,11 +70,11 @@ class LeasesMixin(Connected):
                     taken.append(Lease(contract, lease.partition, holder, lease.token + 1, now, until))
                 else:
                     refused.append(lease)
-            for page in _pages(bump):
-                conn.execute(leases.update().where(leases.c.contract == contract, leases.c.partition.in_(page))
+            for page in _pages(conn, bump):
+                conn.execute(leases.update().where(leases.c.contract == contract, _among(conn, page))
                              .values(holder=holder, token=leases.c.token + 1, taken_at=now, expires_at=until))
-            for page in _pages(extend):
-                conn.execute(leases.update().where(leases.c.contract == contract, leases.c.partition.in_(page))
+            for page in _pages(conn, extend):
+                conn.execute(leases.update().where(leases.c.contract == contract, _among(conn, page))
                              .values(expires_at=until))
         return LeaseGrant(tuple(taken), tuple(refused))
 
@@ -104,9 +105,9 @@ class LeasesMixin(Connected):
                         renewed.append(Lease(contract, partition, lease.holder, lease.token, lease.taken_at, until))
                     else:
                         lost.append(LostLease(contract, partition, lease.holder, lease, row))
-                for page in _pages(ours):
-                    conn.execute(leases.update().where(leases.c.contract == contract,
-                                                       leases.c.partition.in_(page)).values(expires_at=until))
+                for page in _pages(conn, ours):
+                    conn.execute(leases.update().where(leases.c.contract == contract, _among(conn, page))
+                                 .values(expires_at=until))
         return renewed, lost
 
     def renew_lease(self, lease: Lease, duration: dt.timedelta) -> Lease:
@@ -123,9 +124,9 @@ class LeasesMixin(Connected):
                 # locked first, in order (an UPDATE alone locks in whatever order it scans)
                 ours = [row.partition for row in _locked(conn, contract, sorted(mine))
                         if _still_held(mine[row.partition], row, now)]
-                for page in _pages(ours):
-                    conn.execute(leases.update().where(leases.c.contract == contract,
-                                                       leases.c.partition.in_(page)).values(expires_at=now))
+                for page in _pages(conn, ours):
+                    conn.execute(leases.update().where(leases.c.contract == contract, _among(conn, page))
+                                 .values(expires_at=now))
 
     def lease(self, contract: str, partition: str) -> Lease | None:
         """The target's lease as it is now (live or not); None when it never had one."""
@@ -169,8 +170,8 @@ def _still_held(mine: Lease, row: Lease | None, now: dt.datetime) -> bool:
 
 def _locked(conn: Connection, contract: str, partitions: Sequence[str], *, share: bool = False) -> Iterator[Lease]:
     """The lease rows of ``partitions`` (sorted), locked on PostgreSQL in that order (``share``: FOR SHARE)."""
-    for page in _pages(partitions):
-        query = (sa.select(leases).where(leases.c.contract == contract, leases.c.partition.in_(page))
+    for page in _pages(conn, partitions):
+        query = (sa.select(leases).where(leases.c.contract == contract, _among(conn, page))
                  .order_by(leases.c.partition))
         if conn.dialect.name == "postgresql":
             query = query.with_for_update(read=share)
@@ -180,9 +181,9 @@ def _locked(conn: Connection, contract: str, partitions: Sequence[str], *, share
 
 def _insert_missing(conn: Connection, contract: str, partitions: Sequence[str], now: dt.datetime) -> None:
     """A free row (token 0, expired) for every target that never had a lease: then every take locks rows."""
-    for page in _pages(partitions):
+    for page in _pages(conn, partitions):
         found = set(conn.execute(sa.select(leases.c.partition).where(
-            leases.c.contract == contract, leases.c.partition.in_(page))).scalars())
+            leases.c.contract == contract, _among(conn, page))).scalars())
         missing = [p for p in page if p not in found]
         if not missing:
             continue
@@ -201,6 +202,15 @@ def _by_contract(held: Sequence[Lease]) -> dict[str, dict[str, Lease]]:
     return out
 
 
-def _pages(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), PAGE):
-        yield items[start:start + PAGE]
+def _pages(conn: Connection, items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    size = PG_PAGE if conn.dialect.name == "postgresql" else SQLITE_PAGE
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _among(conn: Connection, page: Sequence[str]) -> Any:
+    """``partition`` is one of ``page``: one array parameter on PostgreSQL, an IN list on SQLite."""
+    if conn.dialect.name == "postgresql":
+        return leases.c.partition == sa.any_(sa.bindparam(
+            "partitions", list(page), type_=sa.dialects.postgresql.ARRAY(leases.c.partition.type)))
+    return leases.c.partition.in_(list(page))

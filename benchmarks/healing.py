@@ -1,7 +1,8 @@
 """Healing benchmark: the healer against the naive "old selector on the new page", on the mutation suite.
 
 Run from the repo root, venv active: ``python benchmarks/healing.py [--seeds N] [--seed-offset K]
-[--changes old|new|all] [--verbose] [--sweep PARAM=V1,V2,...|none]``. Exit code 1 when a target is
+[--changes old|new|all] [--verbose] [--sweep PARAM=V1,V2,...|none] [--themes [CACHE]]``. Exit code 1
+when a target is
 missed: wrong <= 0.5%, correct >= 95% where the value is still on the page, every field removed from
 the page refused (and every other field whose expected outcome is a refusal).
 
@@ -29,11 +30,13 @@ import random
 import re
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import sitegen  # benchmarks/ is the script's folder, so on sys.path
+import themes
 
 from scrape_contracts.engine.extract import ValueParseError, parse_value
 from scrape_contracts.engine.heal import DEFAULT_POLICY, HealPolicy, heal, remember
@@ -93,8 +96,13 @@ def naive(case: HealCase) -> dict[str, Any]:
     return out
 
 
+REASONS: Counter[str] = Counter()  # why the healer refused, over the suite (healed() counts them)
+
+
 def healed(case: HealCase, policy: HealPolicy = DEFAULT_POLICY) -> dict[str, Any]:
     results = heal(case.before_html, case.after_html, case.fields, policy=policy, page_url=case.page_url)
+    if policy is DEFAULT_POLICY:
+        REASONS.update(r.evidence.get("reason") for r in results.values() if not r.healed)
     return {name: result.value for name, result in results.items()}
 
 
@@ -137,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the first suite's change kinds, the second generation's, or both (default)")
     parser.add_argument("--sweep", default=DEFAULT_SWEEP,
                         help=f"a HealPolicy threshold and its values, or none (default {DEFAULT_SWEEP})")
+    parser.add_argument("--themes", type=Path, metavar="CACHE", nargs="?", const=themes.DEFAULT_CACHE,
+                        help="also the real-layout corpus (benchmarks/themes.py; installs Hexo themes "
+                        f"from the npm registry into CACHE, default {themes.DEFAULT_CACHE})")
     args = parser.parse_args(argv)
 
     kinds = {"old": CHANGE_KINDS, "new": NEW_CHANGE_KINDS, "all": ALL_CHANGE_KINDS}[args.changes]
@@ -194,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         f"must refuse (all):   refused {all_refused}/{len(must_refuse)} (also: value beyond the change limit)"
     )
 
+    total = max(1, sum(REASONS.values()))
+    shares = ", ".join(f"{r} {100 * c / total:.0f}%" for r, c in REASONS.most_common())
+    print(f"refusal reasons:     {shares}")
+
     memory_out, memory_sec = run(cases, healed_from_fingerprints)
     side_by_side(heal_out, memory_out, memory_sec)
 
@@ -221,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     if all_refused != len(must_refuse):
         failures.append(f"{len(must_refuse) - all_refused} field(s) that must be refused were healed")
     print("\nTARGETS MET" if not failures else "\nTARGETS MISSED: " + "; ".join(failures))
+    if args.themes is not None:
+        print("\nthe real-layout corpus (benchmarks/themes.py): reported, its targets not yet enforced")
+        themes.main(["--cache", str(args.themes)])
     return 1 if failures else 0
 
 

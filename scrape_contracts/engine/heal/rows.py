@@ -45,6 +45,8 @@ ROW_DEPTH = 6  # an item rule without a positional step: its row is at most this
 MIN_ROWS = 2  # a list has several rows holding a value of the field's type
 MAX_PROBES = 12  # rows looked up on the new page
 MIN_AGREEMENT = 0.8  # share of the rows found whose elements share one list
+# items of a list by their tag; other rows are items when they carry a class (post cards, result rows)
+LIST_ROWS = frozenset({"li", "tr", "article", "dd", "dt"})
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,8 @@ def _list_of(page: Page, spec: HealSpec, row: etree._Element, target: etree._Ele
     rows = [c for c in parent if c.tag == row.tag]
     places = [follow(r, path) for r in rows]
     values = tuple(page.raw_value(el, src) if el is not None else "" for el in places)
+    if row.tag not in LIST_ROWS and not page.classes(row):
+        return None  # paragraphs of a text, the parts of a layout: a path, not a list's items
     alike = [r for r, v in zip(rows, values)
              if v and page.parse(spec, v) is not UNPARSEABLE and _shape(page, r) == _shape(page, row)]
     if len(alike) < MIN_ROWS:

@@ -13,26 +13,30 @@ What it does:
    ETag/If-None-Match and Last-Modified/If-Modified-Since → 304;
 3. writes a contract for it (7 fields: title, sku, price, in_stock, rating, review_count, brand) into a
    temporary contracts folder;
-4. measures, each figure from this run:
+4. measures, each figure from this run, on the instance profiles as shipped (``dagster.yaml``: Dagster's SQLite
+   storage; ``deploy/dagster.postgres.yaml`` on a throw-away PostgreSQL database), each on a fresh instance:
 
    (a) raw      a plain sync ``httpx.Client`` + lxml loop in one process, same fields, same JSON Schema
                 (jsonschema) and rules, no project code and no Dagster: what a team writes by hand;
    (d) single   ``scrape_<name>_job`` executed in process, one partition at a time, on a sample of targets
-                (what the UI's "Materialize" of one partition does);
-   (b) batch    ``scrape-contracts run NAME --idempotency-key K --wait``, as a user launches it, on a fresh
-                default SQLite instance with ``dagster-daemon`` running (started here, stopped by its PID);
+                (what the UI's "Materialize" of one partition does), laptop profile;
+   (b) batch    ``scrape-contracts run NAME --idempotency-key K`` as a user types it: the batched runs executed
+                in the command's process, one after the other;
    (c) batch    the same command with a new key after a few pages changed (most pages answer 304 or
                 the same bytes);
-   (b)/(c) again on the PostgreSQL profile (``deploy/dagster.postgres.yaml``, a throw-away database);
+   (q) queue    (b) and (c) with ``--queue --wait``: the runs go to the instance's queue and the
+                ``dagster-daemon`` started here (stopped by its PID) launches them, one process per run;
 
    and checks every extracted value of every path against the generated truth (accepted data for the
    project's paths), printing correct/total values.
 
-Figures: seconds is wall-clock (for (b)/(c) the whole user command: launch, queue, run, summary; the time
-inside the runs is printed too); pages/s = pages / seconds; x_raw = pages/s ÷ raw pages/s; peak_MB is
+Figures: seconds is wall-clock (for (b)/(c)/(q) the whole user command: Python's start, the runs, the summary;
+the time inside the runs is printed too); pages/s = pages / seconds; x_raw = pages/s ÷ raw pages/s; peak_MB is
 the peak memory of the processes doing the work (raw: the loop's process, its peak RSS; single: the process
-executing the jobs; batch: the run worker(s) with their child processes and the warm process they fork from,
-sampled from /proc as PSS: pages a fork shares with its parent are counted once, not once per process).
+executing the jobs; batch: the command's process with its parse workers and their forkserver; queue: the run
+workers with their children, not the daemon's code server nor the ``dagster job launch`` processes; sampled from
+/proc as PSS: pages a fork shares with its parent are counted once, not once per process). The load average
+is printed before and after each path: the machine's other work moves every rate, the ratios less.
 """
 
 from __future__ import annotations
@@ -49,10 +53,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,10 +64,10 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import sitegen  # noqa: E402
+from bench_instances import PG_ADMIN_URL, InstanceEnv, postgres_instance, postgres_reachable, sqlite_instance  # noqa: E402
+from bench_procs import BIN, Daemon, PssSampler, load_average  # noqa: E402
 
 CONTRACT_NAME = "bench_shop"
-PG_ADMIN_URL = os.environ.get("SCRAPE_CONTRACTS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-BIN = Path(sys.executable).parent
 
 # The contract's fields; the raw baseline reads the same selectors and rules from here (not from project code).
 FIELDS: dict[str, dict[str, Any]] = {
@@ -260,280 +262,6 @@ def run_worker(kind: str, spec: dict[str, Any], env: dict[str, str], workdir: Pa
     return json.loads(out_path.read_text())
 
 
-# ------------------------------------------------------------------------- instances and the daemon
-
-
-@dataclass
-class InstanceEnv:
-    """A fresh Dagster instance (DAGSTER_HOME) plus the project store, as environment for every process."""
-
-    label: str
-    home: Path
-    db_url: str
-    env: dict[str, str]
-
-    def dagster_instance(self) -> Any:
-        import dagster as dg
-        from dagster._core.instance.ref import InstanceRef
-
-        with _patched_environ({k: v for k, v in self.env.items() if k in ("DAGSTER_PG_URL", "DAGSTER_HOME")}):
-            return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(self.home)))
-
-    def create_storage(self) -> InstanceEnv:
-        """Create the instance's tables now, from one process: processes that all find a fresh instance
-        race to stamp its schema version (SQLite ends up with two alembic heads)."""
-        self.dagster_instance().dispose()
-        return self
-
-
-@contextlib.contextmanager
-def _patched_environ(values: dict[str, str]) -> Iterator[None]:
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _base_env(contracts_dir: Path, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SCRAPE_CONTRACTS_DB_URL", "DAGSTER_PG_URL", "SCRAPE_CONTRACTS_ARTIFACTS_DIR")}
-    env.update(DAGSTER_HOME=str(home), SCRAPE_CONTRACTS_DIR=str(contracts_dir), PYTHONUNBUFFERED="1")
-    return env
-
-
-def sqlite_instance(workdir: Path, contracts_dir: Path) -> InstanceEnv:
-    """The default a user gets: the repo's dagster.yaml, SQLite in DAGSTER_HOME, the store beside it."""
-    home = workdir / "home-sqlite"
-    home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
-    db_url = f"sqlite:///{home / 'scrape_contracts.db'}"
-    return InstanceEnv("sqlite", home, db_url, _base_env(contracts_dir, home)).create_storage()
-
-
-def postgres_reachable() -> bool:
-    import sqlalchemy as sa
-
-    try:
-        engine = sa.create_engine(PG_ADMIN_URL, connect_args={"connect_timeout": 3})
-        with engine.connect() as conn:
-            conn.execute(sa.text("select 1"))
-        engine.dispose()
-        return True
-    except Exception:  # noqa: BLE001 (any failure means no usable server)
-        return False
-
-
-@contextlib.contextmanager
-def postgres_instance(workdir: Path, contracts_dir: Path) -> Iterator[InstanceEnv]:
-    """The production profile on a throw-away database, dropped at the end."""
-    import sqlalchemy as sa
-
-    name = f"sc_bench_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    try:
-        home = workdir / "home-postgres"
-        home.mkdir()
-        shutil.copy(REPO / "deploy" / "dagster.postgres.yaml", home / "dagster.yaml")
-        env = _base_env(contracts_dir, home)
-        env.update(DAGSTER_PG_URL=url, SCRAPE_CONTRACTS_DB_URL=url)
-        yield InstanceEnv("postgres", home, url, env).create_storage()
-    finally:
-        from scrape_contracts.adapters import store as store_module
-
-        engine = store_module._engines.pop(url, None)
-        if engine is not None:
-            engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
-
-
-def _proc_table() -> dict[int, tuple[int, str]]:
-    """pid → (parent pid, start time in ticks) for every process we can see."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-                table[int(entry)] = (int(fields[1]), fields[19])
-            except (OSError, IndexError, ValueError):
-                continue
-    return table
-
-
-def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
-    table = table if table is not None else _proc_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-class Daemon:
-    """``dagster-daemon run -w workspace.yaml`` for one instance; stopped by its PID (and the PIDs it started)."""
-
-    def __init__(self, instance_env: InstanceEnv, workdir: Path) -> None:
-        self.instance_env = instance_env
-        self.log_path = workdir / f"daemon-{instance_env.label}.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def __enter__(self) -> Daemon:
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
-                env=self.instance_env.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _wait_ready(self, timeout: float = 180.0) -> None:
-        instance = self.instance_env.dagster_instance()
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                if self.process is not None and self.process.poll() is not None:
-                    raise RuntimeError(f"dagster-daemon exited ({self.process.returncode}): {self.log_tail()}")
-                if "QUEUED_RUN_COORDINATOR" in instance.get_daemon_heartbeats() and self._warm_ready():
-                    return
-                time.sleep(0.5)
-        finally:
-            instance.dispose()
-        raise RuntimeError(f"dagster-daemon sent no heartbeat within {timeout:.0f}s: {self.log_tail()}")
-
-    def _warm_ready(self) -> bool:
-        """Whether the warm process the daemon starts (it serves `scrape-contracts run`, see
-        scrape_contracts/warm_cli.py) is listening: a deployment's steady state, not the daemon's own start.
-        True when this version of the project has no such thing, or it is turned off."""
-        try:
-            from scrape_contracts import warm_cli
-        except ImportError:
-            return True
-        with _patched_environ({k: v for k, v in self.instance_env.env.items() if k.startswith("SCRAPE_CONTRACTS_")}):
-            if not warm_cli.enabled() or os.environ.get("SCRAPE_CONTRACTS_WARM_WORKERS", "1") == "0":
-                return True
-        return os.path.exists(warm_cli.socket_path(str(self.instance_env.home), sys.prefix))
-
-    def log_tail(self, chars: int = 2000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        table = _proc_table()
-        started_by_daemon = {pid: table[pid][1] for pid in descendants(self.process.pid, table)}
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        # its code server and run workers: the same PIDs (same start time), and only those
-        deadline = time.monotonic() + 10
-        while started_by_daemon and time.monotonic() < deadline:
-            table = _proc_table()
-            started_by_daemon = {p: t for p, t in started_by_daemon.items() if table.get(p, (0, None))[1] == t}
-            time.sleep(0.2)
-        for pid in started_by_daemon:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        self.process = None
-
-
-class RssSampler(threading.Thread):
-    """Peak memory (PSS) of the run workers under one daemon, children (parse pools) included, from /proc.
-
-    With DefaultRunLauncher a run worker is a multiprocessing child of the daemon's code server; everything
-    under the daemon counts except the daemon's own plumbing (code server, resource tracker, log tailers).
-    ``peak_kb``: the most memory all run workers held at one moment; ``largest_kb``: the largest process.
-    """
-
-    PLUMBING = ("dagster-daemon", "api grpc", "resource_tracker", "watch_orphans", "tail -F")
-
-    def __init__(self, root_pid: int, interval: float = 0.2) -> None:
-        super().__init__(daemon=True)
-        self.root_pid = root_pid
-        self.interval = interval
-        self.peak_kb = 0
-        self.largest_kb = 0
-        self._stop_event = threading.Event()
-
-    def run(self) -> None:
-        while not self._stop_event.is_set():
-            self.sample()
-            self._stop_event.wait(self.interval)
-
-    def sample(self) -> None:
-        pids = [pid for pid in descendants(self.root_pid)
-                if not any(part in _cmdline(pid) for part in self.PLUMBING)]
-        # PSS: a forked worker shares most of its pages (Dagster's imports) with the warm process; RSS would
-        # count them once per process
-        self.peak_kb = max(self.peak_kb, sum(_pss_kb(pid) for pid in pids))
-        self.largest_kb = max([self.largest_kb, *(_status_kb(pid, "VmHWM") for pid in pids)])
-
-    def stop(self) -> int:
-        self._stop_event.set()
-        self.join(timeout=5)
-        return self.peak_kb
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _pss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return _status_kb(pid, "VmRSS")
-
-
-def _status_kb(pid: int, key: str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
 # -------------------------------------------------------------------------------- (b)/(c) batched
 
 
@@ -541,44 +269,68 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _DAGSTER_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4} - dagster")
 
 
-def batch_cli_available() -> bool:
-    done = subprocess.run([str(BIN / "scrape-contracts"), "run", "--help"], capture_output=True, text=True,
-                          check=False, cwd=REPO)
-    return "--wait" in done.stdout
+class Mode:
+    """How the command starts its runs: in its own process (the default) or through the instance's queue."""
+
+    IN_PROCESS = "in-process"
+    QUEUE = "queue"
 
 
-def batched_sweep(label: str, instance_env: InstanceEnv, daemon: Daemon, contracts_dir: Path, key: str,
-                  truth: dict[str, dict[str, Any]], timeout: float) -> Row:
-    """One user command: ``scrape-contracts run NAME --idempotency-key KEY --wait``; then check the data."""
+def batched_sweep(label: str, instance_env: InstanceEnv, contracts_dir: Path, key: str,
+                  truth: dict[str, dict[str, Any]], timeout: float, daemon: Daemon | None = None) -> Row:
+    """One user command, ``scrape-contracts run NAME --idempotency-key KEY`` (with ``--queue --wait`` when a
+    daemon is given), then the accepted data checked against the truth."""
+    flags = ["--queue", "--wait"] if daemon is not None else []
     command = [str(BIN / "scrape-contracts"), "--contracts-dir", str(contracts_dir), "run", CONTRACT_NAME,
-               "--idempotency-key", key, "--wait"]
-    sampler = RssSampler(daemon.pid)
-    sampler.start()
+               "--idempotency-key", key, *flags]
+    load_before = load_average()
     started = time.perf_counter()
+    process = subprocess.Popen(command, env=instance_env.env, cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    # the in-process command does the work itself; with --queue the daemon's run workers do
+    sampler = PssSampler(daemon.pid, with_root=False) if daemon is not None else PssSampler(process.pid, with_root=True)
+    sampler.start()
     try:
-        done = subprocess.run(command, env=instance_env.env, cwd=REPO, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        out, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, _ = process.communicate()
     finally:
         peak_kb = sampler.stop()
     seconds = time.perf_counter() - started
-    output = [_ANSI.sub("", line) for line in (done.stdout + done.stderr).strip().splitlines()]
+    output = [_ANSI.sub("", line) for line in out.strip().splitlines()]
     # the summary line first (per-outcome counts), then the first few of whatever else it printed
     summary = [line for line in output if line.startswith(f"{CONTRACT_NAME}: ")]
+    run_lines = [line for line in output if re.match(rf"^{CONTRACT_NAME} batch \d+/\d+ ", line)]
     other = [line for line in output
-             if "launched run" not in line and not _DAGSTER_LOG.match(line) and line not in summary]
+             if line not in run_lines and not _DAGSTER_LOG.match(line) and line not in summary]
     shown = summary + other[:6] + ([f"... {len(other) - 6} more line(s)"] if len(other) > 6 else [])
-    launched = sum("launched run" in line for line in output)
-    if done.returncode != 0:
-        shown.append(f"(exit code {done.returncode}; daemon log: {daemon.log_tail(800)})")
+    if process.returncode != 0:
+        shown.append(f"(exit code {process.returncode}"
+                     + (f"; daemon log: {daemon.log_tail(800)})" if daemon is not None else ")"))
     records = accepted_records(instance_env)
     correct, total, wrong = check_values(records, truth, sorted(truth))
-    inside = runs_span(instance_env, key)
-    notes = [f"$ scrape-contracts --contracts-dir DIR run {CONTRACT_NAME} --idempotency-key {key} --wait",
-             f"  {launched} run(s) launched; " + (f"{inside:.1f}s inside the runs (first start → last end)"
-                                                   if inside else "no run times recorded")
-             + f"; largest run process {sampler.largest_kb / 1024:.0f} MB",
+    span = runs_span(instance_env, key)
+    notes = [f"$ scrape-contracts --contracts-dir DIR run {CONTRACT_NAME} --idempotency-key {key} {' '.join(flags)}",
+             f"  load average before {load_before}, after {load_average()}",
+             f"  {len(run_lines)} run(s); " + (span.describe() if span else "no run times recorded")
+             + f"; largest process {sampler.largest_kb / 1024:.0f} MB",
              *(f"  | {line}" for line in shown), *(f"  wrong: {w}" for w in wrong)]
     return Row(label, len(truth), seconds, peak_kb / 1024 if peak_kb else None, correct, total, notes)
+
+
+@dataclass(frozen=True)
+class RunsSpan:
+    """Where a command's time went, from its runs' records: creation, start and end of each run."""
+
+    runs: int
+    first_created_to_start: float  # queue and launch (in process: the run's own setup)
+    span: float  # first start → last end
+    busy: float  # the runs' durations added up (more than span when runs overlap)
+
+    def describe(self) -> str:
+        return (f"{self.span:.1f}s inside the runs (first start → last end; {self.busy:.1f}s of run time added up), "
+                f"{self.first_created_to_start:.1f}s from the first run's creation to its start")
 
 
 def accepted_records(instance_env: InstanceEnv) -> dict[str, dict[str, Any]]:
@@ -587,7 +339,7 @@ def accepted_records(instance_env: InstanceEnv) -> dict[str, dict[str, Any]]:
     return {v.partition: dict(v.record) for v in ProjectStore(instance_env.db_url).latest_accepted_all(CONTRACT_NAME)}
 
 
-def runs_span(instance_env: InstanceEnv, key: str) -> float | None:
+def runs_span(instance_env: InstanceEnv, key: str) -> RunsSpan | None:
     import dagster as dg
 
     instance = instance_env.dagster_instance()
@@ -595,9 +347,13 @@ def runs_span(instance_env: InstanceEnv, key: str) -> float | None:
         records = instance.get_run_records(dg.RunsFilter(tags={"scrape_contracts/idempotency_key": key}))
     finally:
         instance.dispose()
-    starts = [r.start_time for r in records if r.start_time]
-    ends = [r.end_time for r in records if r.end_time]
-    return max(ends) - min(starts) if starts and ends else None
+    timed = [r for r in records if r.start_time and r.end_time]
+    if not timed:
+        return None
+    first = min(timed, key=lambda r: r.create_timestamp)
+    return RunsSpan(len(timed), first.start_time - first.create_timestamp.timestamp(),
+                    max(r.end_time for r in timed) - min(r.start_time for r in timed),
+                    sum(r.end_time - r.start_time for r in timed))
 
 
 # ----------------------------------------------------------------------------------- the contract
@@ -664,14 +420,16 @@ def sample_keys(keys: list[str], n: int) -> list[str]:
     return [keys[int(i * step)] for i in range(n)]
 
 
-def measure_raw(site: sitegen.Site, base_url: str, workdir: Path) -> Row:
+def measure_raw(site: sitegen.Site, base_url: str, workdir: Path, when: str) -> Row:
     targets = [(k, base_url + p.path, p.facts["sku"]) for k, p in site.products.items()]
+    load_before = load_average()
     result = run_worker("raw", {"targets": targets}, dict(os.environ), workdir)
     truth = site.truth()
     correct, total, wrong = check_values(result["records"], truth, sorted(truth))
-    notes = [f"  refused by validation: {k}: {v}" for k, v in list(result["problems"].items())[:3]]
-    return Row("(a) raw httpx+lxml", len(targets), result["seconds"], result["peak_rss_kb"] / 1024, correct, total,
-               notes + [f"  wrong: {w}" for w in wrong])
+    notes = [f"  load average before {load_before}, after {load_average()}"]
+    notes += [f"  refused by validation: {k}: {v}" for k, v in list(result["problems"].items())[:3]]
+    return Row(f"(a) raw httpx+lxml, {when}", len(targets), result["seconds"], result["peak_rss_kb"] / 1024, correct,
+               total, notes + [f"  wrong: {w}" for w in wrong])
 
 
 def measure_single(instance_env: InstanceEnv, contracts_dir: Path, keys: list[str], truth: dict[str, Any],
@@ -684,33 +442,45 @@ def measure_single(instance_env: InstanceEnv, contracts_dir: Path, keys: list[st
                result["peak_rss_kb"] / 1024, correct, total, notes + [f"  wrong: {w}" for w in wrong])
 
 
-def batched_rows(instance_env: InstanceEnv, site: sitegen.Site, contracts_dir: Path, workdir: Path, seed: int,
-                 round_no: int, timeout: float) -> list[Row]:
-    """(b) a first sweep, then mutate a few pages, then (c) a second sweep, under one daemon."""
+def batched_rows(instance_env: InstanceEnv, mode: str, site: sitegen.Site, contracts_dir: Path, workdir: Path,
+                 seed: int, round_no: int, timeout: float) -> list[Row]:
+    """A first sweep, then a few pages changed, then a second sweep, on one fresh instance; with the queue under
+    one daemon started for them."""
+    queued = mode == Mode.QUEUE
+    first, second = ("(q) queued, first sweep", "(r) queued, second sweep") if queued else \
+        ("(b) batched, first sweep", "(c) batched, second sweep")
     rows = []
-    with Daemon(instance_env, workdir) as daemon:
+    with Daemon(instance_env, workdir) if queued else contextlib.nullcontext() as daemon:
         tag = uuid.uuid4().hex[:8]
-        rows.append(batched_sweep(f"(b) batched, first sweep ({instance_env.label})", instance_env, daemon,
-                                  contracts_dir, f"bench-{tag}-1", site.truth(), timeout))
+        rows.append(_announce(batched_sweep(f"{first} ({instance_env.label})", instance_env, contracts_dir,
+                                            f"bench-{tag}-1", site.truth(), timeout, daemon)))
         changed, touched = sitegen.mutate_site(site, seed, round_no)
-        row = batched_sweep(f"(c) batched, second sweep ({instance_env.label})", instance_env, daemon,
-                            contracts_dir, f"bench-{tag}-2", site.truth(), timeout)
+        row = batched_sweep(f"{second} ({instance_env.label})", instance_env, contracts_dir,
+                            f"bench-{tag}-2", site.truth(), timeout, daemon)
         row.notes.insert(1, f"  before it: {len(changed)} page(s) changed, {len(touched)} rewritten with the "
                             f"same bytes, {len(site.products) - len(changed) - len(touched)} untouched")
-        rows.append(row)
+        rows.append(_announce(row))
     return rows
 
 
+def raw_rate(rows: list[Row]) -> float:
+    """pages/s of the raw loop: the mean of its runs (before and after the project's paths)."""
+    rates = [r.rate for r in rows if r.path.startswith("(a)")]
+    return sum(rates) / len(rates) if rates else 0.0
+
+
 def print_table(rows: list[Row]) -> None:
-    raw = next((r for r in rows if r.path.startswith("(a)")), None)
+    raw = raw_rate(rows)
     header = f"{'path':<42} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x_raw':>6} {'peak_MB':>11}  correct"
     print("\n" + header + "\n" + "-" * len(header))
     for r in rows:
-        x_raw = f"{r.rate / raw.rate:.3f}" if raw and raw.rate else "-"
+        x_raw = f"{r.rate / raw:.3f}" if raw else "-"
         rss = f"{r.peak_rss_mb:.0f}" if r.peak_rss_mb else "-"
         print(f"{r.path:<42} {r.pages:>6} {r.seconds:>8.2f} {r.rate:>8.1f} {x_raw:>6} {rss:>11}  "
               f"{r.correct}/{r.total}")
     all_ok = all(r.correct == r.total for r in rows)
+    if raw:
+        print(f"x_raw: against the raw loop's mean rate in this run, {raw:.1f} pages/s")
     print(f"\n{'every extracted value correct' if all_ok else 'SOME VALUES WRONG OR MISSING'} "
           f"({sum(r.correct for r in rows)}/{sum(r.total for r in rows)} values across {len(rows)} paths)")
 
@@ -724,8 +494,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     pg = parser.add_mutually_exclusive_group()
     pg.add_argument("--postgres", action="store_true", help="require the PostgreSQL pass (default: when reachable)")
     pg.add_argument("--skip-postgres", action="store_true")
-    parser.add_argument("--paths", default="raw,single,batch",
-                        help="comma-separated subset of raw,single,batch (default: all)")
+    parser.add_argument("--paths", default="raw,single,batch,queue",
+                        help="comma-separated subset of raw,single,batch,queue (default: all)")
+    parser.add_argument("--profiles", default="sqlite,postgres",
+                        help="instance profiles for batch/queue: sqlite (dagster.yaml), postgres "
+                             "(deploy/dagster.postgres.yaml); default both")
     parser.add_argument("--concurrency", type=int, default=8,
                         help="fetch.concurrency (per host) for the batch path, if the contract model has it")
     parser.add_argument("--batch-size", type=int, default=None,
@@ -751,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
               f"generated in {time.perf_counter() - started:.1f}s (seed {args.seed})")
         with sitegen.SiteServer(site.root, args.server) as server:
             print(f"server: {server.kind} ({server.version}) on {server.base_url}, pid {server.pid}")
+            print(f"machine: {os.cpu_count()} cores, load average {load_average()} (1, 5, 15 min)")
             fetch_knobs, top_knobs = batch_knobs(args.concurrency, args.batch_size)
             contracts_dir = workdir / "contracts"
             write_contract(contracts_dir, site, server.base_url, fetch_knobs, top_knobs)
@@ -762,7 +536,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{r.path}:")
                 print("\n".join(r.notes))
         if args.json:
-            args.json.write_text(json.dumps([{**r.__dict__, "pages_per_s": r.rate} for r in rows], indent=1))
+            raw = raw_rate(rows)
+            args.json.write_text(json.dumps([{**r.__dict__, "pages_per_s": r.rate,
+                                              "x_raw": r.rate / raw if raw else None} for r in rows], indent=1))
         return 0 if rows and all(r.correct == r.total for r in rows) else 1
     finally:
         if args.keep:
@@ -776,30 +552,31 @@ def run_paths(args: argparse.Namespace, paths: set[str], site: sitegen.Site, bas
     rows = []
     timeout = max(900.0, args.pages * 1.5)
     if "raw" in paths:
-        rows.append(_announce(measure_raw(site, base_url, workdir)))
-    if not paths & {"single", "batch"}:
-        return rows
-    sqlite = sqlite_instance(workdir, contracts_dir)
+        rows.append(_announce(measure_raw(site, base_url, workdir, "before")))
     if "single" in paths:
         keys = sample_keys(sorted(site.products), args.sample)
-        rows.append(_announce(measure_single(sqlite, contracts_dir, keys, site.truth(), workdir)))
-    if "batch" not in paths:
-        return rows
-    if not batch_cli_available():
-        print("batched path (b)/(c): skipped: `scrape-contracts run` has no --wait yet")
-        return rows
-    for row in batched_rows(sqlite, site, contracts_dir, workdir, args.seed, 1, timeout):
-        rows.append(_announce(row))
-    if args.skip_postgres:
-        return rows
-    if not postgres_reachable():
+        single = sqlite_instance(workdir, contracts_dir, "single")
+        rows.append(_announce(measure_single(single, contracts_dir, keys, site.truth(), workdir)))
+    modes = [mode for mode, path in ((Mode.IN_PROCESS, "batch"), (Mode.QUEUE, "queue")) if path in paths]
+    profiles = [p for p in args.profiles.split(",") if p]
+    if "postgres" in profiles and (args.skip_postgres or not postgres_reachable()):
         if args.postgres:
             raise SystemExit(f"--postgres: PostgreSQL is not reachable at {PG_ADMIN_URL}")
-        print(f"postgres pass: skipped: not reachable at {PG_ADMIN_URL}")
-        return rows
-    with postgres_instance(workdir, contracts_dir) as pg:
-        for row in batched_rows(pg, site, contracts_dir, workdir, args.seed, 2, timeout):
-            rows.append(_announce(row))
+        if modes:
+            print("postgres profile: skipped: " + ("--skip-postgres" if args.skip_postgres
+                                                   else f"not reachable at {PG_ADMIN_URL}"))
+        profiles.remove("postgres")
+    round_no = 0
+    for profile in profiles:
+        for mode in modes:
+            round_no += 1
+            name = f"{profile}-{mode}"
+            with (postgres_instance(workdir, contracts_dir, name) if profile == "postgres"
+                  else contextlib.nullcontext(sqlite_instance(workdir, contracts_dir, name))) as instance_env:
+                rows += batched_rows(instance_env, mode, site, contracts_dir, workdir, args.seed, round_no, timeout)
+    if "raw" in paths and len(rows) > 1:
+        # measured again at the end: the machine's other work moves the raw loop too; x_raw is against the mean
+        rows.append(_announce(measure_raw(site, base_url, workdir, "after")))
     return rows
 
 

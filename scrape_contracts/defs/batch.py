@@ -15,6 +15,7 @@ PostgreSQL, measured on 1.13.27), so the events are designed per batch, not per 
 
 
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -131,6 +132,20 @@ _QUIET_CONSOLE = {"console": dg.colored_console_logger.configured({"log_level": 
 _QUIET_CONFIG = {"loggers": {"console": {}}}
 
 
+# Dagster's PostgreSQL storages open a new connection (a new server process) for each write: two per
+# materialisation, the larger part of its cost on both sides (docs/performance.md). A batched run's process
+# holds a small pool instead, through the same public instance method Dagster's webserver calls for its
+# --db-pool-* options (SQLite storages ignore it). Once per instance: a second call would leave the first
+# pool's connections open. They close with the instance's process (a run worker, the CLI).
+_HOLDING: weakref.WeakSet[dg.DagsterInstance] = weakref.WeakSet()
+
+
+def hold_connections(instance: dg.DagsterInstance) -> None:
+    if instance not in _HOLDING:
+        instance.optimize_for_webserver(statement_timeout=0, pool_recycle=3600, max_overflow=10)
+        _HOLDING.add(instance)
+
+
 def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
     contract = loaded.contract
     name = contract.name
@@ -141,6 +156,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
     def scrape_batch(context: dg.OpExecutionContext, config: BatchConfig, store: ProjectStoreResource,
                      artifacts: ArtifactStoreResource, fetcher: FetchResource) -> Iterator[Any]:
         """Scrape many targets at once; each target's outcome is recorded on its own partition."""
+        hold_connections(context.instance)
         project_store = store.get()
         paused = project_store.paused_partitions(name)
         keys = list(config.partitions) or partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)

@@ -1,0 +1,187 @@
+"""Processes of the benchmark: a ``dagster-daemon`` started and stopped by its PID (and only the PIDs it started),
+and the peak memory of a process tree sampled from /proc."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def proc_table() -> dict[int, tuple[int, str]]:
+    """pid → (parent pid, start time in ticks) for every process we can see."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                table[int(entry)] = (int(fields[1]), fields[19])
+            except (OSError, IndexError, ValueError):
+                continue
+    return table
+
+
+def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    table = table if table is not None else proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+class Daemon:
+    """``dagster-daemon run -w workspace.yaml`` for one instance; stopped by its PID (and the PIDs it started)."""
+
+    def __init__(self, instance_env: Any, workdir: Path) -> None:
+        self.instance_env = instance_env
+        self.log_path = workdir / f"daemon-{instance_env.home.name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def __enter__(self) -> Daemon:
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
+                env=self.instance_env.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _wait_ready(self, timeout: float = 180.0) -> None:
+        instance = self.instance_env.dagster_instance()
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                if self.process is not None and self.process.poll() is not None:
+                    raise RuntimeError(f"dagster-daemon exited ({self.process.returncode}): {self.log_tail()}")
+                if "QUEUED_RUN_COORDINATOR" in instance.get_daemon_heartbeats():
+                    return
+                time.sleep(0.5)
+        finally:
+            instance.dispose()
+        raise RuntimeError(f"dagster-daemon sent no heartbeat within {timeout:.0f}s: {self.log_tail()}")
+
+    def log_tail(self, chars: int = 2000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        table = proc_table()
+        started_by_daemon = {pid: table[pid][1] for pid in descendants(self.process.pid, table)}
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        # its code server and run workers: the same PIDs (same start time), and only those
+        deadline = time.monotonic() + 10
+        while started_by_daemon and time.monotonic() < deadline:
+            table = proc_table()
+            started_by_daemon = {p: t for p, t in started_by_daemon.items() if table.get(p, (0, None))[1] == t}
+            time.sleep(0.2)
+        for pid in started_by_daemon:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process = None
+
+
+class PssSampler(threading.Thread):
+    """Peak memory (PSS) of the processes doing the work, children (parse workers) included, from /proc.
+
+    ``root``: the process whose tree is sampled; ``with_root``: whether it counts itself (the in-process command
+    does the work; a daemon only starts the run workers). Processes whose command line names ``PLUMBING`` (the
+    daemon's code server, resource tracker, log tailers) are left out. ``peak_kb``: the most memory the
+    processes held at one moment; ``largest_kb``: the largest single process (its VmHWM).
+    """
+
+    PLUMBING = ("dagster-daemon", "api grpc", "resource_tracker", "watch_orphans", "tail -F")
+
+    def __init__(self, root: int, *, with_root: bool, interval: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.with_root = with_root
+        self.interval = interval
+        self.peak_kb = 0
+        self.largest_kb = 0
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self.sample()
+            self._stop_event.wait(self.interval)
+
+    def sample(self) -> None:
+        tree = ([self.root] if self.with_root else []) + descendants(self.root)
+        pids = [pid for pid in tree if not any(part in _cmdline(pid) for part in self.PLUMBING)]
+        # PSS: a forked parse worker shares most of its pages with the forkserver it came from; RSS would count
+        # them once per process
+        self.peak_kb = max(self.peak_kb, sum(_pss_kb(pid) for pid in pids))
+        self.largest_kb = max([self.largest_kb, *(_status_kb(pid, "VmHWM") for pid in pids)])
+
+    def stop(self) -> int:
+        self._stop_event.set()
+        self.join(timeout=5)
+        return self.peak_kb
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return _status_kb(pid, "VmRSS")
+
+
+def _status_kb(pid: int, key: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f} {five:.1f} {fifteen:.1f}"

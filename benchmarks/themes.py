@@ -60,6 +60,7 @@ GENERATE = """const path = require('path'); const Hexo = require('hexo');
   await hexo.init(); await hexo.call('generate', {}); await hexo.exit();
 })().catch(e => { console.error(String(e && e.stack || e).slice(0, 600)); process.exit(1); });
 """
+SIDE_WORDS = ("aside", "sidebar", "widget", "recent", "footer", "toc")  # names of a page's side parts
 NOT_SHOWN = {"head", "script", "style", "noscript", "template", "title", "meta"}
 MAX_TEXT = 200
 
@@ -149,8 +150,11 @@ def _shown(root: etree._Element, ftype: str, value: Any) -> list[tuple[etree._El
             out.append((el, src))
     # what an author reads: the post itself first, a sidebar, menu or footer last
     def rank(item: tuple[etree._Element, str]) -> int:
-        tags = {a.tag for a in item[0].iterancestors()}
-        return 2 if tags & {"aside", "nav", "footer"} else 0 if tags & {"article", "main"} else 1
+        above = list(item[0].iterancestors())
+        names = " ".join(f"{a.get('class') or ''} {a.get('id') or ''}" for a in above).lower()
+        if {a.tag for a in above} & {"aside", "nav", "footer"} or any(w in names for w in SIDE_WORDS):
+            return 2
+        return 0 if {a.tag for a in above} & {"article", "main"} else 1
     return sorted(out, key=rank)
 
 

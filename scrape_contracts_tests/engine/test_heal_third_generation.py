@@ -250,3 +250,16 @@ def test_an_odd_id_or_label_reference_costs_nothing() -> None:
     results = heal(BEFORE, after, FIELDS, page_url=PAGE_URL)
     assert results["title"].value == TITLE
     assert results["author"].value == "Ana Lima"
+
+
+def test_a_label_naming_the_other_date_is_no_label_of_the_field() -> None:
+    # "date" synonyms cover both dates of a post; "Updated" never labels the date it was published
+    before = DATE_BEFORE.replace('Updated: <time class="modified">5 March 2024</time>',
+                                 'Posted <time class="published">2 March 2024</time>')
+    after = f"""<html><body><div class="entry"><h2 class="entry-name">{TITLE}</h2><div class="entry-info">
+    <span class="desktop">2024-03-02 10:00 Created</span>
+    <span class="desktop">2024-04-12 09:30 Updated</span>
+    </div><div class="entry-text">{PROSE}</div></div></body></html>"""
+    fields = {"published": {"selector": "time.published::text", "before": "2024-03-02", "type": "date"}}
+    result = heal(before, after, fields, page_url=PAGE_URL)["published"]
+    assert result.value == "2024-03-02", result.evidence

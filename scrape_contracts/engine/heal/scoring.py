@@ -15,6 +15,9 @@ from scrape_contracts.engine.heal.page import on_one_branch
 from scrape_contracts.engine.heal.policy import AnchorScoring, HealPolicy
 from scrape_contracts.engine.heal.spec import HealSpec, same_value, specificity, value_score
 from scrape_contracts.engine.heal.vocabulary import (
+    CHANGED_WORDS,
+    CREATED_WORDS,
+    DATED,
     SEMANTIC_ATTRS,
     STRONG_ANCHOR_ATTRS,
     TAG_FAMILY,
@@ -89,8 +92,8 @@ def label_score(ctx: Context, fp: Fingerprint, raw: str) -> float:
     """Similarity to the old element's label, or a label naming the field."""
     scoring = ctx.policy.anchors
     label = full_label(fp, raw, ctx.spec.type)
-    if not label:
-        return 0.0
+    if not label or ctx.spec.type in DATED and _other_date(content_words(label), ctx):
+        return 0.0  # no label, or one naming the other date of the page
     best = 0.0
     for target_label in ctx.target_labels:
         if target_label:
@@ -110,6 +113,8 @@ def label_conflict(ctx: Context, fp: Fingerprint, raw: str) -> float:
     """1.0 when the candidate is labelled, the old element was labelled, and the labels name different
     things ("Living area" where "Year built" was): a name that differs is evidence against."""
     words = content_words(full_label(fp, raw, ctx.spec.type))
+    if ctx.spec.type in DATED and _other_date(words, ctx):
+        return 1.0  # "Updated" where the field is the date of creation, or the other way round
     if not words or matching_words(words, ctx.field_words):
         return 0.0
     labels = [label for label in ctx.target_labels if content_words(label)]
@@ -119,6 +124,18 @@ def label_conflict(ctx: Context, fp: Fingerprint, raw: str) -> float:
     trigram_min = ctx.policy.similarity.label_trigrams
     different = ctx.policy.anchors.conflict_similarity
     return 1.0 if all(label_similarity(label, other, trigram_min) < different for other in labels) else 0.0
+
+
+def _other_date(words: frozenset[str], ctx: Context) -> bool:
+    """The candidate's label names the other kind of date than the field and its old label do: a page
+    shows when a post was written and when it was last changed, and "date" synonyms cover both."""
+    own = set(content_words(ctx.spec.name.replace("_", " ")))
+    for label in ctx.target_labels:
+        own |= content_words(label)
+    for kind, other in ((CHANGED_WORDS, CREATED_WORDS), (CREATED_WORDS, CHANGED_WORDS)):
+        if words & kind and not words & other and own & other and not own & kind:
+            return True
+    return False
 
 
 def jsonld_score(ctx: Context, value: Any) -> float:

@@ -14,6 +14,11 @@ from functools import lru_cache
 
 NUMERIC = frozenset({"number", "integer", "price"})
 DATED = frozenset({"date", "datetime"})  # read out of a longer text, like a number
+# the two dates of a post or a listing, which the "date" synonyms do not tell apart
+CREATED_WORDS = frozenset("published posted created written datepublished datecreated veroffentlicht publie "
+                          "publicado erstellt".split())
+CHANGED_WORDS = frozenset("updated modified edited revised changed datemodified aktualisiert modifie "
+                          "actualizado".split())
 NON_CONTENT = frozenset({"script", "style", "noscript", "template"})
 NOT_CANDIDATE = frozenset(
     "html head body script style noscript template svg path br hr img input button select option "
@@ -77,7 +82,7 @@ SYNONYM_GROUPS: tuple[frozenset[str], ...] = tuple(
         "year built constructed construction yearbuilt baujahr annee ano construccion",
         "title name headline heading titel titre titulo",
         "author by byline writer reporter creator written von par por autor auteur",
-        "date published posted datetime updated dated datepublished dateposted when datum fecha "
+        "date published posted created datetime updated dated datepublished dateposted when datum fecha "
         "veroffentlicht publie publicado bewertet",
         "rating star score rated ratingvalue grade bewertung valoracion calificacion puntuacion",
         "review reviewcount ratingcount vote rezension rezensionen avi resena",

@@ -16,12 +16,13 @@ if TYPE_CHECKING:
 
 def heal_spec(name: str, field: FieldSpec, selector: str, before: Any) -> HealSpec:
     """What the healer is told about one field: its broken selector, last accepted value, type and rules."""
-    from scrape_contracts.engine.heal import HealSpec
+    from scrape_contracts.engine.heal import HealSpec, ItemRule
 
     rules = field.rules
     return HealSpec(name=name, selector=selector, before=before, type=field.type, pattern=field.pattern,
                     normalise=tuple(field.normalise), minimum=rules.min, maximum=rules.max,
-                    max_change_pct=rules.max_change_pct, expected=rules.expected)
+                    max_change_pct=rules.max_change_pct, expected=rules.expected,
+                    item=ItemRule.from_mapping(field.item))
 
 
 def save_selectors(loaded: LoadedContract, extracted: Extracted, results: dict[str, Any], run_id: str,

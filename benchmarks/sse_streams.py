@@ -55,7 +55,7 @@ def _free_port() -> int:
 async def _stream(port: int, token: str, counts: list[int], index: int, stop: asyncio.Event) -> None:
     """One event stream on its own connection, read until ``stop``; counts the events it receives."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET /events/stream?contract=books&after=999999999 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    writer.write(f"GET /events/stream?contract=books HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                  f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n".encode())
     await writer.drain()
     status = await reader.readline()

@@ -144,12 +144,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         run(build_server(None, front_door=_front_door(args), http_url=url), args.transport, args.host, args.port,
             security)
         return 0
-    token = _token(args.token_file)
+    token = stdio_token(args.token_file)
     run(build_server(token, front_door=_front_door(args)), args.transport, args.host, args.port)
     return 0
 
 
-def _token(path: Path | None) -> str:
+def stdio_token(path: Path | None) -> str:
     """The stdio server's token: from ``--token-file``, else $SCRAPE_CONTRACTS_TOKEN (never an argument:
     /proc/PID/cmdline is readable by every user of the machine)."""
     if path is not None:

@@ -54,7 +54,7 @@ def test_a_stopped_instance_database_is_one_line(tmp_path: Path) -> None:
 
 def test_mcp_token_comes_from_a_file_or_the_environment_never_an_argument(tmp_path: Path, capsys,
                                                                           monkeypatch) -> None:
-    from scrape_contracts.cli.serve import _token
+    from scrape_contracts.cli.serve import stdio_token
 
     with pytest.raises(SystemExit) as refused:
         main(["mcp", "--token", "sct_abc_secret"])
@@ -70,9 +70,9 @@ def test_mcp_token_comes_from_a_file_or_the_environment_never_an_argument(tmp_pa
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and says in err and "sct_" not in err, err
     path.write_text("sct_abc_secret\n")
-    assert _token(path) == "sct_abc_secret"
+    assert stdio_token(path) == "sct_abc_secret"
     monkeypatch.setenv("SCRAPE_CONTRACTS_TOKEN", "sct_from_env")
-    assert _token(None) == "sct_from_env"
+    assert stdio_token(None) == "sct_from_env"
 
 
 def test_mcp_http_checks_host_and_origin_always(sqlite_harness: Harness, capsys) -> None:

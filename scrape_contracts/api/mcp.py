@@ -21,14 +21,15 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.requests import Request
 from pydantic import Field
 from typing_extensions import Annotated
 
 from scrape_contracts import settings
 from scrape_contracts.api import FrontDoor, Refusal, Refused
 from scrape_contracts.api import models as m
-from scrape_contracts.api.serving import is_loopback, server_config
+from scrape_contracts.api.serving import RequestLimits, is_loopback, server_config
 
 INSTRUCTIONS = """\
 scrape_contracts turns web pages into validated records. A *contract* (YAML) names target pages, the fields
@@ -181,6 +182,25 @@ def run(server: MCPServer, transport: Literal["stdio", "http"], host: str = "127
         return
     import uvicorn
 
-    app = server.streamable_http_app(transport_security=security or transport_security(host, port),
-                                     max_request_body_size=settings.api_max_body_bytes())
-    uvicorn.Server(server_config(app, host, port)).run()
+    security = security or transport_security(host, port)
+    app = server.streamable_http_app(transport_security=security, max_request_body_size=settings.api_max_body_bytes())
+    checked = RequestLimits(_HostCheck(app, security), max_body_bytes=settings.api_max_body_bytes(),
+                            max_header_bytes=settings.api_max_header_bytes())
+    uvicorn.Server(server_config(checked, host, port)).run()
+
+
+class _HostCheck:
+    """The SDK's Host and Origin checks, before everything else: its transport makes them after the bearer
+    token's, so a request from a rebound name was told 401 rather than refused for its Host."""
+
+    def __init__(self, app: Any, security: TransportSecuritySettings) -> None:
+        self.app = app
+        self.checks = TransportSecurityMiddleware(security)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            refused = await self.checks.validate_request(Request(scope), is_post=False)
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -290,10 +290,11 @@ class FrontDoor:
         return m.RunLaunch(contract=name, idempotency_key=key, replayed=True, runs=runs, skipped_paused=[])
 
     def add_targets(self, principal: Principal, name: str, urls: list[str], request_id: str) -> m.TargetsAdded:
-        from scrape_contracts.defs.targets import add_targets, keys_for
+        from scrape_contracts.defs.targets import add_targets, keys_for, require_dynamic
 
         loaded = self._contract(principal, name, write=True)
         try:
+            require_dynamic(loaded)
             keyed = keys_for(urls, allow_private=loaded.contract.fetch.allow_private_addresses)
         except ValueError as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None

@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from scrape_contracts import settings
 from scrape_contracts.api import FrontDoor, Principal, Refusal, Refused
 from scrape_contracts.api import models as m
-from scrape_contracts.api.serving import BodyLimit
+from scrape_contracts.api.serving import RequestLimits
 from scrape_contracts.api.stream import EventHub, TooManyStreams
 from scrape_contracts.api.trail import CURSOR_PATTERN, Cursor
 
@@ -197,8 +197,8 @@ def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor
         return door.health(who)
 
     # before the routes, so before authentication: no body larger than this is read, whoever sends it
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes if max_body_bytes is not None
-                       else settings.api_max_body_bytes())
+    app.add_middleware(RequestLimits, max_header_bytes=settings.api_max_header_bytes(),
+                       max_body_bytes=max_body_bytes if max_body_bytes is not None else settings.api_max_body_bytes())
     return app
 
 

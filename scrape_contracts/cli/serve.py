@@ -33,7 +33,8 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("mcp", help="the MCP server (tools for agents) over stdio or streamable HTTP")
+    p = sub.add_parser("mcp", help="the MCP server (tools for agents) over stdio or streamable HTTP",
+                       allow_abbrev=False)  # --token must not pass as an abbreviation of --token-file
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8001)
@@ -41,12 +42,22 @@ def register(sub: Any) -> None:
                    help="stdio: a file holding the API token the tools act with (default: $SCRAPE_CONTRACTS_TOKEN); "
                         "never on the command line, which other users of the machine can read. Over http each "
                         "caller sends its own (Authorization: Bearer)")
+    p.add_argument("--token", action=_NoTokenArgument, help=argparse.SUPPRESS)
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME:PORT",
                    help="http: a Host header clients may send (repeat it; loopback names are allowed on a loopback "
                         "address; required on any other); others get 421")
     p.add_argument("--allowed-origin", action="append", default=[], metavar="URL",
                    help="http: an Origin a browser client may send (repeat it); others get 403")
     p.set_defaults(func=cmd_mcp)
+
+
+class _NoTokenArgument(argparse.Action):
+    """``--token`` was an option once: refused with what to do instead, without repeating the token."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.error("--token is not accepted (other users of the machine can read a process's arguments): put "
+                     "the token in a file readable only by you and pass --token-file PATH, or set "
+                     "SCRAPE_CONTRACTS_TOKEN")
 
 
 def _tokens():  # -> TokenStore
@@ -133,12 +144,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         run(build_server(None, front_door=_front_door(args), http_url=url), args.transport, args.host, args.port,
             security)
         return 0
-    token = _token(args.token_file)
+    token = stdio_token(args.token_file)
     run(build_server(token, front_door=_front_door(args)), args.transport, args.host, args.port)
     return 0
 
 
-def _token(path: Path | None) -> str:
+def stdio_token(path: Path | None) -> str:
     """The stdio server's token: from ``--token-file``, else $SCRAPE_CONTRACTS_TOKEN (never an argument:
     /proc/PID/cmdline is readable by every user of the machine)."""
     if path is not None:

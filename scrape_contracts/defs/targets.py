@@ -63,12 +63,17 @@ def _literal_address_problem(url: str, allow_private: bool) -> str | None:
     return f"{ip} is {reason}: such targets are not fetched{hint}"
 
 
+def require_dynamic(loaded: LoadedContract) -> None:
+    """Targets are added only to a contract whose targets are dynamic; raises ValueError saying where instead."""
+    if not loaded.contract.is_dynamic:
+        raise ValueError(f"contract {loaded.contract.name!r} has static targets: add URLs to its YAML instead")
+
+
 def add_targets(loaded: LoadedContract, urls: Iterable[str], instance: dg.DagsterInstance,
                 store: ProjectStore) -> dict[str, str]:
     """Add URLs as partitions of a dynamic contract; returns the new ones (key → URL)."""
     contract = loaded.contract
-    if not contract.is_dynamic:
-        raise ValueError(f"contract {contract.name!r} has static targets: add URLs to its YAML instead")
+    require_dynamic(loaded)
     keyed = keys_for(urls, allow_private=contract.fetch.allow_private_addresses)
     # store first: a partition must never exist without its URL
     new = store.add_targets(contract.name, keyed)

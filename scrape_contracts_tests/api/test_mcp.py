@@ -19,10 +19,25 @@ from scrape_contracts_tests.api.servers import BIN, REPO, new_token
 from scrape_contracts_tests.conftest import stop_daemon
 
 
-def _params(token: str, home: Path) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=str(BIN / "scrape-contracts"), args=["--contracts-dir", str(REPO / "contracts"), "mcp"],
-        env={"DAGSTER_HOME": str(home), "SCRAPE_CONTRACTS_TOKEN": token})
+def _params(token: str, home: Path, token_file: Path | None = None) -> StdioServerParameters:
+    # PYTHONPATH passed on: the server must import the code under test (a worktree's), not another install's
+    env = {"DAGSTER_HOME": str(home), **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
+    args = ["--contracts-dir", str(REPO / "contracts"), "mcp"]
+    if token_file is None:
+        env["SCRAPE_CONTRACTS_TOKEN"] = token
+    else:
+        args += ["--token-file", str(token_file)]
+    return StdioServerParameters(command=str(BIN / "scrape-contracts"), args=args, env=env)
+
+
+def _command_lines() -> list[bytes]:
+    found = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            found.append(path.read_bytes())
+        except OSError:
+            pass  # ended meanwhile
+    return found
 
 
 def _data(result: Any) -> Any:
@@ -85,12 +100,18 @@ def test_agent_lists_contracts_launches_a_run_and_reads_its_events(demo_home: Pa
     assert mine[0]["stage"] == "fetched"
 
 
-def test_read_token_cannot_launch_and_other_owners_contracts_are_refused(demo_home: Path) -> None:
+def test_read_token_cannot_launch_and_other_owners_contracts_are_refused(demo_home: Path, tmp_path: Path) -> None:
     token = new_token("data-team@example.com", "read")
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
 
     async def session_run() -> tuple[str, str, list]:
-        async with stdio_client(_params(token, demo_home)) as (read, write), ClientSession(read, write) as session:
+        async with stdio_client(_params(token, demo_home, token_file)) as (read, write), \
+                ClientSession(read, write) as session:
             await session.initialize()
+            # the server acts with the file's token, and no process shows it in its arguments
+            assert not [line for line in _command_lines() if token.encode() in line]
             refused = await session.call_tool("run_contract", {"contract": "books", "idempotency_key": "k"})
             assert refused.is_error
             other = await session.call_tool("get_accepted", {"contract": "jobs"})
@@ -100,7 +121,7 @@ def test_read_token_cannot_launch_and_other_owners_contracts_are_refused(demo_ho
 
     refused, other, items = anyio.run(session_run)
     assert "forbidden" in refused and "read scope" in refused and token not in refused
-    assert "not owned by data-team@example.com" in other
+    assert "no valid contract named 'jobs' that data-team@example.com owns" in other
     assert [i["record"]["sku"] for i in items] == ["BK-0001"]
     with dg.DagsterInstance.get() as instance:
         assert not instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/trigger": "api"}))

@@ -69,7 +69,7 @@ def test_benchmark_runs_small_and_every_value_is_correct(tmp_path: Path) -> None
     done = subprocess.run(
         [sys.executable, "benchmarks/throughput.py", "--pages", "40", "--sample", "3", "--skip-postgres",
          "--json", str(tmp_path / "figures.json")],
-        cwd=REPO, capture_output=True, text=True, timeout=240, check=False)
+        cwd=REPO, capture_output=True, text=True, timeout=280, check=False)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
     assert re.search(r"^server: (nginx|python) ", done.stdout, re.M), out

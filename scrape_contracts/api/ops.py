@@ -73,6 +73,7 @@ class FrontDoor:
         self.high_water = HighWater(self.instance)
         self._queuing: set[str] = set()  # run ids this process is handing to Dagster's queue now
         self._queuing_lock = threading.Lock()
+        self._queuers: list[threading.Thread] = []
 
     # ---- who ------------------------------------------------------------------------------------
     def authenticate(self, token: str | None) -> Principal:
@@ -254,8 +255,18 @@ class FrontDoor:
             specs = [spec for spec in specs if spec.run_id not in self._queuing]
             self._queuing.update(spec.run_id for spec in specs)
         if specs:
-            threading.Thread(target=self._queue_now, args=(name, specs), daemon=True,
-                             name=f"queue-{name}").start()
+            thread = threading.Thread(target=self._queue_now, args=(name, specs), daemon=True,
+                                      name=f"queue-{name}")
+            thread.start()
+            with self._queuing_lock:
+                self._queuers = [t for t in self._queuers if t.is_alive()] + [thread]
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait until every run this process was asked for has been handed to Dagster's queue (or failed to)."""
+        with self._queuing_lock:
+            threads = list(self._queuers)
+        for thread in threads:
+            thread.join(timeout)
 
     def _queue_now(self, name: str, specs: list[launch.RunSpec]) -> None:
         try:

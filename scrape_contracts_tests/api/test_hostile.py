@@ -176,6 +176,7 @@ def test_concurrent_launches_with_one_key_and_two_bodies_launch_once(harness: Ha
     launched = [r for r in results if isinstance(r, m.RunLaunch)]
     assert len(refused) == 1 and len(launched) == 1, results
     assert refused[0].kind == Refusal.CONFLICT and "nightly-1" in str(refused[0])
+    door.settle(timeout=600)  # the runs are handed to Dagster's queue after the answer
     runs = harness.instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/idempotency_key": "nightly-1"}))
     assert sorted(r.run_id for r in runs) == sorted(r.run_id for r in launched[0].runs)
     winner = bodies[results.index(launched[0])]

@@ -77,7 +77,7 @@ def test_agent_lists_contracts_launches_a_run_and_reads_its_events(demo_home: Pa
                                       env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 events: list = []
-                deadline = time.monotonic() + 180
+                deadline = time.monotonic() + 600  # the run is queued after the answer, then started
                 with dg.DagsterInstance.get() as instance:
                     while True:
                         run = instance.get_run_by_id(run_id)
@@ -85,9 +85,9 @@ def test_agent_lists_contracts_launches_a_run_and_reads_its_events(demo_home: Pa
                                                                              "after": cursor}))
                         events += page["events"]
                         cursor = page["next"]
-                        if run.is_finished and not page["events"]:
+                        if run is not None and run.is_finished and not page["events"]:
                             break
-                        assert time.monotonic() < deadline, f"run {run_id} is {run.status}"
+                        assert time.monotonic() < deadline, f"run {run_id} is {run.status if run else 'not queued yet'}"
                         await anyio.sleep(0.5)
             finally:
                 stop_daemon(daemon)

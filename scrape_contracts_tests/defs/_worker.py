@@ -132,7 +132,7 @@ def _heal_one_field(store: Any, contract_name: str, fields: int, worker: int, ru
     """What a run does after healing field f<worker>: the pipeline's own save-with-retry."""
     from scrape_contracts.engine.heal import HealResult
     from scrape_contracts.service.records import Extracted, Fetched
-    from scrape_contracts.service.scrape import _save_selectors
+    from scrape_contracts.service.heal_steps import save_selectors as _save_selectors
 
     loaded = heal_contract(contract_name, fields)
     base = loaded.contract.selectors()

@@ -37,7 +37,7 @@ def _launch_from_the_asset_graph(instance: dg.DagsterInstance, partitions: list[
     return [r.data["launchPipelineExecution"]["run"]["runId"] for r in results]
 
 
-def _wait(instance: dg.DagsterInstance, run_ids: list[str], timeout: float = 120) -> list[dg.DagsterRun]:
+def _wait(instance: dg.DagsterInstance, run_ids: list[str], timeout: float = 280) -> list[dg.DagsterRun]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         runs = [instance.get_run_by_id(run_id) for run_id in run_ids]

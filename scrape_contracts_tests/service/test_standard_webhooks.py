@@ -9,13 +9,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from scrape_contracts.adapters.destinations import (
-    DeliveryPolicy, OutgoingEvent, deliver, load_destinations, request_for,
+    DeliveryClient, DeliveryPolicy, OutgoingEvent, deliver, load_destinations, request_for,
 )
 from scrape_contracts.contract.destinations import parse_destinations
 from scrape_contracts.adapters.outbox import event_id
@@ -65,7 +64,8 @@ def _setup(harness: Harness, site: Any, monkeypatch: pytest.MonkeyPatch, receive
     harness.write_product_contract("shop", {"p1": site.url("/p/1")}, extra=RULES)
     harness.write("destinations.yaml", f"""
         destinations:
-          hook: {{type: webhook, url: "{receiver.url}/hook", secret: "${{SW_SECRET}}", signing: standard-webhooks}}
+          hook: {{type: webhook, url: "{receiver.url}/hook", secret: "${{SW_SECRET}}", signing: standard-webhooks,
+                 allow_private_addresses: true}}
         """)
 
 
@@ -143,10 +143,11 @@ def test_the_docs_secret_and_receivers_verify_real_deliveries_in_both_schemes(
     monkeypatch.setenv("DOC_PLAIN_SECRET", "plain-text-secret")
     event = OutgoingEvent(id=event_id("shop", "p1", 2, "activation:price_drop"), kind="activation:price_drop",
                           contract="shop", target="p1", summary="price_drop: -12%")
-    with Receiver() as receiver, httpx.Client() as client:
+    with Receiver() as receiver, DeliveryClient() as client:
         for scheme, variable in (("standard-webhooks", "DOC_SECRET"), ("scrape-contracts", "DOC_PLAIN_SECRET")):
             hook = parse_destinations({"destinations": {"hook": {
-                "type": "webhook", "url": receiver.url, "secret": f"${{{variable}}}", "signing": scheme}}})["hook"]
+                "type": "webhook", "url": receiver.url, "secret": f"${{{variable}}}", "signing": scheme,
+                "allow_private_addresses": True}}})["hook"]
             for _ in range(2):  # the same message twice, as a retry or a replay sends it
                 assert deliver(request_for(hook, event), client).status.value == "delivered"
         standard, plain = receiver.received[:2], receiver.received[2:]

@@ -103,14 +103,15 @@ def test_doc_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
             for stage in ("violation_found", "check_failed", "quarantined", "reviewed", "accepted"):
                 assert stage in out
             _trail_pages(home, monkeypatch, capsys)
-        if block.has("--wait"):
+        if block.has("run books --idempotency-key nightly-2026-11-29"):
             # the code location reads examples/site/v1: dune in the contract's layout again, neuromancer's
             # 29.00 → 9.50 goes to review, hyperion's page is the one accepted
             assert "books: 3 target(s)" in out and "unchanged 1" in out and "quarantined 1" in out
     # the blocks the checks above are about are still in the walk (not moved to a marker, not deleted)
     walked = "".join(block.text for block in walk_blocks())
     for fragment in ("scrape-contracts demo", "scrape-contracts validate", "targets add jobs", "examples/downstream.py",
-                     "review accept books neuromancer", "scrape-contracts events books", "--wait",
+                     "review accept books neuromancer", "scrape-contracts events books",
+                     "run books --idempotency-key nightly-2026-11-29",
                      "scrape-contracts db upgrade", "scrape-contracts deliveries replay"):
         assert fragment in walked, (fragment, ran)
 

@@ -209,7 +209,7 @@ class TokenScope(TextEnum):
     WRITE = "write"
 
 
-# The front door (scrape_contracts/frontdoor): API tokens, stored as sha256 hashes only (a token is 256 random
+# The front door (scrape_contracts/api): API tokens, stored as sha256 hashes only (a token is 256 random
 # bits, so a fast hash is enough); the token itself is shown once, when it is created.
 api_tokens = sa.Table(
     "sc_api_tokens", metadata,

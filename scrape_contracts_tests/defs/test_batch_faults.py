@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scrape_contracts.events import batch_summaries
+from scrape_contracts.defs.history import batch_summaries
 from scrape_contracts_tests.conftest import Harness, product_page
 from scrape_contracts_tests.defs.test_batch import run_batch
 

@@ -57,7 +57,7 @@ def test_heal_over_the_element_limit_is_a_refusal_that_spends_the_budget(
 
 def test_trail_is_read_in_pages_dagster_accepts(sqlite_harness: Harness, site,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from scrape_contracts import events
+    from scrape_contracts.defs import history as events
 
     harness = sqlite_harness
     site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))

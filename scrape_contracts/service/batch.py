@@ -262,7 +262,7 @@ class BatchRunner:
                     self.failures.append(item.failure)
             self.stats.add(outcome)
             outcomes.append(outcome)
-        self.leases.release([i.target.partition for i in items])  # recorded or given up: free at once
+        self.leases.release([i.target.partition for i in items])  # recorded or given up: freed within a second
         return outcomes
 
 

@@ -1,5 +1,5 @@
 """The leases of a batch's targets: taken in one transaction before anything is fetched, renewed while the
-batch works, checked by the store at each chunk's commit, released as each chunk is committed.
+batch works, checked by the store at each chunk's commit, released once their chunk is committed.
 
 A target another live run holds is not fetched (``busy``); one whose lease was lost before its commit is
 left out of the commit and reported (``lost``); the rest of the chunk is recorded as usual.
@@ -8,18 +8,27 @@ left out of the commit and reported (``lost``); the rest of the chunk is recorde
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
-from scrape_contracts.adapters.store import LeaseLost, LostLease, ProjectStore
+from scrape_contracts.adapters.store import Lease, LeaseLost, LostLease, ProjectStore
 from scrape_contracts.service import leases
 from scrape_contracts.service.records import LeaseRefusal
 
 
+# committed targets are freed at most this late: a release a second rather than one per chunk (a release is a
+# transaction of its own, about a third of a chunk's commit on PostgreSQL)
+RELEASE_EVERY_S = 1.0
+
+
 class BatchLeases:
     def __init__(self, store: ProjectStore, contract: str, holder: str, duration: dt.timedelta,
-                 ended: leases.Ended | None = None) -> None:
+                 ended: leases.Ended | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.store, self.contract, self.holder, self.duration, self.ended = store, contract, holder, duration, ended
         self.keeper = leases.LeaseKeeper(store, (), duration)
+        self._clock = clock
+        self._done: list[Lease] = []
+        self._released_at = clock()
 
     def take(self, partitions: Sequence[str]) -> dict[str, LeaseRefusal]:
         """Take the targets' leases; partition → why for those another run holds (busy)."""
@@ -45,7 +54,15 @@ class BatchLeases:
                 lost.update({item.partition: item for item in exc.lost})
 
     def release(self, partitions: Sequence[str]) -> None:
-        self.keeper.release([(self.contract, p) for p in partitions])
+        """Free these targets (committed, or given up): no longer renewed, released with the next release."""
+        self._done += self.keeper.drop([(self.contract, p) for p in partitions])
+        if self._clock() - self._released_at >= RELEASE_EVERY_S:
+            self._flush()
+
+    def _flush(self) -> None:
+        done, self._done, self._released_at = self._done, [], self._clock()
+        if done:
+            self.store.release_leases(done)
 
     def __enter__(self) -> BatchLeases:
         self.keeper.__enter__()
@@ -53,4 +70,5 @@ class BatchLeases:
 
     def __exit__(self, *exc: object) -> None:
         self.keeper.__exit__(*exc)
-        self.keeper.release([lease.key for lease in self.keeper.mine])  # whatever was never committed
+        self._done += self.keeper.drop([lease.key for lease in self.keeper.mine])  # never committed
+        self._flush()

@@ -58,7 +58,8 @@ def result(partition: str, price: float) -> ScrapeResult:
 
 def test_a_chunk_records_the_targets_still_held_and_reports_the_lost_one(store: ProjectStore) -> None:
     store.take_lease("shop", "p3", holder="other-run", duration=10 * MINUTE)
-    leases = BatchLeases(store, "shop", "batch-run", MINUTE)
+    seconds = [0.0]  # the batch's monotonic clock: when released leases are handed back
+    leases = BatchLeases(store, "shop", "batch-run", MINUTE, clock=lambda: seconds[0])
     busy = leases.take(["p1", "p2", "p3"])
     assert list(busy) == ["p3"] and busy["p3"].kind == Refusal.BUSY
     assert busy["p3"].message.startswith("busy: target shop/p3 is being scraped by run other-run until ")
@@ -78,9 +79,21 @@ def test_a_chunk_records_the_targets_still_held_and_reports_the_lost_one(store: 
         lost = leases.record_failures([("p1", "timed out"), ("p2", "timed out")])
         assert list(lost) == ["p2"]
         leases.release(["p1", "p2"])
+        assert store.lease("shop", "p1").live(store.clock())  # a release a second, not one per chunk
+        seconds[0] += 1.0
+        leases.release([])
+        assert not store.lease("shop", "p1").live(store.clock())
 
     assert [v.record for v in store.accepted_history("shop", "p1")] == [{"price": 10.0}]  # once
     assert store.accepted_history("shop", "p2") == [] and store.latest_candidate("shop", "p2") is None
     assert (store.state("shop", "p1").failure_streak, store.state("shop", "p2").failure_streak) == (1, 0)
-    assert not store.lease("shop", "p1").live(store.clock())  # released
     assert store.lease("shop", "p2").holder == "next-run" and store.lease("shop", "p2").live(store.clock())
+
+
+def test_the_leases_of_targets_never_committed_are_released_at_the_end(store: ProjectStore) -> None:
+    leases = BatchLeases(store, "shop", "batch-run", MINUTE, clock=lambda: 0.0)
+    assert leases.take(["p1", "p2"]) == {}
+    with leases:
+        leases.release(["p1"])  # committed: held back for the next release
+        assert all(store.lease("shop", p).live(store.clock()) for p in ("p1", "p2"))
+    assert not any(store.lease("shop", p).live(store.clock()) for p in ("p1", "p2"))

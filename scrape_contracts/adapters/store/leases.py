@@ -95,7 +95,7 @@ class LeasesMixin(Connected):
         renewed: list[Lease] = []
         lost: list[LostLease] = []
         with self._tx() as conn:
-            for contract, mine in _by_contract(held).items():
+            for contract, mine in sorted(_by_contract(held).items()):
                 current = {lease.partition: lease for lease in _locked(conn, contract, sorted(mine))}
                 ours = []
                 for partition, lease in sorted(mine.items()):
@@ -120,7 +120,7 @@ class LeasesMixin(Connected):
         """End leases still held now (another holder may take the targets at once); lost ones stay as they are."""
         now = self.clock()
         with self._tx() as conn:
-            for contract, mine in _by_contract(held).items():
+            for contract, mine in sorted(_by_contract(held).items()):
                 # locked first, in order (an UPDATE alone locks in whatever order it scans)
                 ours = [row.partition for row in _locked(conn, contract, sorted(mine))
                         if _still_held(mine[row.partition], row, now)]

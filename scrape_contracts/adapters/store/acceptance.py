@@ -138,17 +138,17 @@ class AcceptedMixin(Connected):
         return {r.version: _accepted(r) for r in rows}
 
     def latest_accepted_all(self, contract: str, partitions: Sequence[str] | None = None) -> list[AcceptedVersion]:
+        # the newest versions of the partitions asked for only: a batched run asks for its own
+        mine = [accepted.c.partition.in_(list(partitions))] if partitions is not None else []
         newest = (
             sa.select(accepted.c.partition, sa.func.max(accepted.c.version).label("version"))
-            .where(accepted.c.contract == contract)
+            .where(accepted.c.contract == contract, *mine)
             .group_by(accepted.c.partition)
             .subquery()
         )
         query = sa.select(accepted).join(
             newest, sa.and_(accepted.c.partition == newest.c.partition, accepted.c.version == newest.c.version)
-        ).where(accepted.c.contract == contract)
-        if partitions is not None:
-            query = query.where(accepted.c.partition.in_(list(partitions)))
+        ).where(accepted.c.contract == contract, *mine)
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(accepted.c.partition)).all()
         return [_accepted(r) for r in rows]

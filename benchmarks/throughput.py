@@ -503,6 +503,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="fetch.concurrency (per host) for the batch path, if the contract model has it")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="batch_size for the batch path, if the contract model has it (default: the project's)")
+    parser.add_argument("--no-raw-again", dest="raw_again", action="store_false",
+                        help="measure the raw loop once, before the other paths (default: before and after)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (site, homes, logs)")
     return parser.parse_args(argv)
@@ -574,7 +576,7 @@ def run_paths(args: argparse.Namespace, paths: set[str], site: sitegen.Site, bas
             with (postgres_instance(workdir, contracts_dir, name) if profile == "postgres"
                   else contextlib.nullcontext(sqlite_instance(workdir, contracts_dir, name))) as instance_env:
                 rows += batched_rows(instance_env, mode, site, contracts_dir, workdir, args.seed, round_no, timeout)
-    if "raw" in paths and len(rows) > 1:
+    if "raw" in paths and len(rows) > 1 and args.raw_again:
         # measured again at the end: the machine's other work moves the raw loop too; x_raw is against the mean
         rows.append(_announce(measure_raw(site, base_url, workdir, "after")))
     return rows

@@ -135,7 +135,7 @@ class BatchRunner:
     def _run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
         names = [t.partition for t in targets]
         previous = scrape.previous_all(self.store, self.contract.name, names)
-        states = self.store.states(self.contract.name)
+        states = self.store.states(self.contract.name, names)
         pages = self.store.last_pages(self.contract.name, names) if self.reextract else None
         earlier = scrape.earlier_selectors(self.store.selector_history(self.contract.name))
         # never more workers than requests allowed per host: each worker gets a whole share of the politeness

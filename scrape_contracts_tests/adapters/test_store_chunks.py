@@ -89,3 +89,14 @@ def test_a_chunk_sets_each_targets_own_state(store: ProjectStore) -> None:
                for k in range(2, TARGETS, 3))
     recovered = store.outbox().after(0, limit=10_000, kinds=[OutboxKind.RECOVERED])
     assert sorted(row.partition for row in recovered) == [f"t{k:03d}" for k in range(2, TARGETS, 3)]
+
+
+def test_states_of_some_partitions_are_those_only(store: ProjectStore) -> None:
+    """A batched run reads the states of its own targets, not of every target of the contract."""
+    for k in range(5):
+        store.update_state(CONTRACT, f"t{k:03d}", etag=f'"e{k}"')
+    store.update_state("other", "t001", etag='"not this contract"')
+    assert set(store.states(CONTRACT)) == {f"t{k:03d}" for k in range(5)}
+    some = store.states(CONTRACT, ["t001", "t003", "missing"])
+    assert {key: state.etag for key, state in some.items()} == {"t001": '"e1"', "t003": '"e3"'}
+    assert store.states(CONTRACT, []) == {}

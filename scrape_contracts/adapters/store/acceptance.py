@@ -143,16 +143,16 @@ class AcceptedMixin(Connected):
     def latest_accepted_all(self, contract: str, partitions: Sequence[str] | None = None, *,
                             as_of: dt.datetime | None = None) -> list[AcceptedVersion]:
         """The newest accepted version of each target (``as_of``: the newest accepted at or before then)."""
+        # the newest versions of the partitions asked for only: a batched run asks for its own
+        mine = [accepted.c.partition.in_(list(partitions))] if partitions is not None else []
         newest = sa.select(accepted.c.partition, sa.func.max(accepted.c.version).label("version")).where(
-            accepted.c.contract == contract)
+            accepted.c.contract == contract, *mine)
         if as_of is not None:
             newest = newest.where(accepted.c.created_at <= as_of)
         newest = newest.group_by(accepted.c.partition).subquery()
         query = sa.select(accepted).join(
             newest, sa.and_(accepted.c.partition == newest.c.partition, accepted.c.version == newest.c.version)
-        ).where(accepted.c.contract == contract)
-        if partitions is not None:
-            query = query.where(accepted.c.partition.in_(list(partitions)))
+        ).where(accepted.c.contract == contract, *mine)
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(accepted.c.partition)).all()
         return [accepted_of(r) for r in rows]

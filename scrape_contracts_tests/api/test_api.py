@@ -159,11 +159,13 @@ def test_same_idempotency_key_gives_the_same_runs_and_another_body_409(api: ApiS
         deadline = time.monotonic() + 240  # each launch loads the code location once
         while True:
             queued = instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/trigger": "api"}))
-            if sorted(r.run_id for r in queued) == wanted or time.monotonic() > deadline:
+            # created (NOT_STARTED), then submitted (QUEUED) by `dagster job launch`
+            submitted = all(r.status != dg.DagsterRunStatus.NOT_STARTED for r in queued)
+            if (sorted(r.run_id for r in queued) == wanted and submitted) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         assert sorted(r.run_id for r in queued) == wanted
-        assert all(r.status == dg.DagsterRunStatus.QUEUED for r in queued)
+        assert all(r.status == dg.DagsterRunStatus.QUEUED for r in queued), [(r.run_id, r.status) for r in queued]
 
 
 def test_revoked_token_is_refused_on_its_next_call(api: ApiServer) -> None:

@@ -171,12 +171,14 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         shot("3b_check_partitions_after_review")
         assert "Failed (1)" in text and "Passed (2)" in text and "Missing (0)" in text, text
 
-        # a paused target says why on its partition, beside the data it still serves; nothing shows failed
+        # a paused target says why on its partition, beside the data it still serves; its rejected run failed
+        # (run-failure alerts fire for rejected data too), so the partition shows the failed run and the reason
         text = show(f"/assets/scrape/jobs?view=partitions&partition={JOB_TARGET}", "Latest materialization")
         page.get_by_text("healing budget exhausted").first.wait_for(timeout=30_000)
         text = body()
         shot("4_paused_target")
-        assert "paused healing budget exhausted after 3 attempts" in text and "Failed (0)" in text, text
+        assert "paused healing budget exhausted after 3 attempts" in text and "Failed (2)" in text, text
+        assert "failed, and did not materialize this asset" in text and "Latest materialization" in text, text
         # its rejected candidates were not materialised, yet the check they failed says so per partition
         text = check_partitions("scrape/jobs/candidate", "required_fields_present")
         shot("4b_rejected_check_partitions")

@@ -182,4 +182,4 @@ def test_a_full_disk_for_pages_is_said_once(sqlite_harness: Harness, site, full_
     code = main(["--contracts-dir", str(sqlite_harness.contracts_dir), "run", "shop", "--idempotency-key", "k"])
     out = capsys.readouterr().out
     assert code == 1, out
-    assert out.count("6 target(s) failed") == 1 and out.lower().count("no space left on device") == 1, out
+    assert out.count("6 target(s) failed") == 1 and out.lower().count("no space left on the device") == 1, out

@@ -96,12 +96,13 @@ def test_run_without_partition_runs_batches_once(sqlite_harness: Harness, site, 
     path.write_text(path.read_text() + "\nbatch_size: 4\n")
     monkeypatch.setenv("SCRAPE_CONTRACTS_DIR", str(harness.contracts_dir))
     args = ["--contracts-dir", str(harness.contracts_dir), "run", "shop", "--idempotency-key", "sweep-1"]
-    # the command's default: the runs are executed here, one after the other (the queue's path is the test above)
-    assert main(args) == 0
+    # the command's default: the runs are executed here, one after the other (the queue's path is the test above);
+    # a target that could not be scraped makes the exit status 1
+    assert main(args) == 1
     out = capsys.readouterr().out
     assert "shop batch 1/2 (4 targets): run" in out and "shop batch 2/2 (2 targets): run" in out
     assert "shop: 6 target(s)" in out and "accepted 5" in out and "failed 1" in out
-    assert "t9: fetch failed: GET" in out and "404" in out
+    assert "404 Not Found" in out and "1 target(s) (t9)" in out  # each cause once, with its targets
     # the same key starts nothing again, here or through the queue
     assert main([*args, "--queue"]) == 0
     assert capsys.readouterr().out.count("already started") == 2

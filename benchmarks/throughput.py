@@ -295,6 +295,10 @@ def batched_sweep(label: str, instance_env: InstanceEnv, contracts_dir: Path, ke
     except subprocess.TimeoutExpired:
         process.kill()
         out, _ = process.communicate()
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM): the command goes too
+        process.kill()
+        process.wait()
+        raise
     finally:
         peak_kb = sampler.stop()
     seconds = time.perf_counter() - started

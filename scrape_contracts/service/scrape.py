@@ -1,8 +1,8 @@
 """The stages of scraping one target, Dagster-free: observe the page → extract → validate → heal → decide.
 
-The single-target ops call these one per op; the batch path calls ``process_page`` (the pure part, in a
-worker process) and ``heal_and_decide`` (in the run's process, as healing writes selector versions). Either
-way a target gets the same outcome from the same page.
+The single-target use case (service/single.py) calls them in turn; the batch path calls ``process_page``
+(the pure part, in a worker process) and ``heal_and_decide`` (in the run's process, as healing writes
+selector versions). Either way a target gets the same outcome from the same page.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from scrape_contracts.defs.leases import lease_failures, run_ended, target_lease
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.names import accepted_key, candidate_key, review_command
 from scrape_contracts.defs.partitions import partitions_for
-from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
+from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.engine.lists import RECORD_KEY, set_records
 from scrape_contracts.service import gate, single
 from scrape_contracts.service.records import (
@@ -95,7 +95,7 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
         io_manager_key="candidate_io_manager", output_required=False,
     )
     def candidate(context: dg.AssetExecutionContext, store: ProjectStoreResource,
-                  artifacts: ArtifactStoreResource, fetcher: FetchResource) -> Iterator[dg.Output]:
+                  artifacts: PageStoreResource, fetcher: FetchResource) -> Iterator[dg.Output]:
         """Fetch the page, extract, validate, heal broken selectors (never inventing a value), diff, decide."""
         from scrape_contracts.adapters.fetch import fetcher_for
         from scrape_contracts.defs.checks import aimed_at_latest, check_evaluations, contract_check_names

@@ -30,7 +30,7 @@ from scrape_contracts.defs.names import FORCE_TAG, accepted_key, batch_job_name,
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.checks import aimed_at_latest, check_metadata, contract_check_names
 from scrape_contracts.defs.partitions import partitions_for
-from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
+from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.service.batch import BatchRunner, BatchSettings, BatchTarget, TargetOutcome
 from scrape_contracts.defs.leases import run_ended
 from scrape_contracts.service.records import Refusal, Stage
@@ -154,7 +154,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
 
     @dg.op(name=f"{name}_scrape_batch", out={}, tags={"scrape_contracts/contract": name})
     def scrape_batch(context: dg.OpExecutionContext, config: BatchConfig, store: ProjectStoreResource,
-                     artifacts: ArtifactStoreResource, fetcher: FetchResource) -> Iterator[Any]:
+                     artifacts: PageStoreResource, fetcher: FetchResource) -> Iterator[Any]:
         """Scrape many targets at once; each target's outcome is recorded on its own partition."""
         hold_connections(context.instance)
         project_store = store.get()

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages import PageStore
 from scrape_contracts.adapters.store import (
     LeaseLost, LostLease, ProjectStore, StoreUnavailable, unavailable,
 )
@@ -95,7 +95,7 @@ class BatchStats:
 
 
 class BatchRunner:
-    def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
+    def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: PageStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
                  reextract: bool = False, ended: leases.Ended | None = None) -> None:
         self.loaded = loaded
@@ -149,7 +149,7 @@ class BatchRunner:
         workers = []
         for index in range(count):
             mine = tuple(targets[index::count])
-            share = Share(index, self.loaded, self.fetch_settings, str(self.artifacts.root), mine,
+            share = Share(index, self.loaded, self.fetch_settings, self.artifacts.location, mine,
                            {t.partition: previous[t.partition] for t in mine if t.partition in previous},
                            {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                             for t in mine if t.partition in states},

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.store import (
     LostLease,
     SelectorVersion,
@@ -60,7 +60,7 @@ class Share:
     index: int
     loaded: LoadedContract
     fetch_settings: Any  # FetchSettings, with deployment overrides applied
-    artifacts_root: str
+    pages: str  # the page storage's location, opened again in the worker
     targets: tuple[BatchTarget, ...]
     previous: dict[str, Previous]
     validators: dict[str, tuple[str | None, str | None]]
@@ -89,7 +89,7 @@ class Worker:
     def __init__(self, share: Share, results: Any, control: Any) -> None:
         self.share = share
         self.loaded = share.loaded
-        self.artifacts = ArtifactStore(share.artifacts_root)
+        self.artifacts = open_pages(share.pages)
         self.results = results
         self.control = control
         self.selectors = share.selectors

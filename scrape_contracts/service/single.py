@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages import PageStore
 from scrape_contracts.adapters.fetch import Fetcher, FetchError, Page, redact_url
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract
@@ -41,7 +41,7 @@ class FetchFailed(Exception):
         self.url = url
 
 
-def scrape_target(loaded: LoadedContract, partition: str, *, store: ProjectStore, artifacts: ArtifactStore,
+def scrape_target(loaded: LoadedContract, partition: str, *, store: ProjectStore, artifacts: PageStore,
                   fetcher: Callable[[], Fetcher], run_id: str, emit: Emit, force: bool = False,
                   ended: leases.Ended | None = None) -> Scraped:
     """Scrape ``partition`` of ``loaded`` as run ``run_id`` holding its lease.

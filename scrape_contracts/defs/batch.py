@@ -26,7 +26,9 @@ from scrape_contracts import settings
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.adapters.store import REVIEW_PAUSE
 from scrape_contracts.defs.assets import accepted_metadata, stage_description, target_state_observation
-from scrape_contracts.defs.names import FORCE_TAG, accepted_key, batch_job_name, candidate_key, review_command
+from scrape_contracts.defs.names import (
+    FORCE_TAG, accepted_key, batch_job_name, candidate_key, review_command, scrape_pool,
+)
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.checks import aimed_at_latest, check_metadata, contract_check_names
 from scrape_contracts.defs.partitions import partitions_for
@@ -152,7 +154,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
     partitions_def = partitions_for(contract)
     checks = contract_check_names(loaded)
 
-    @dg.op(name=f"{name}_scrape_batch", out={}, tags={"scrape_contracts/contract": name})
+    @dg.op(name=f"{name}_scrape_batch", out={}, tags={"scrape_contracts/contract": name}, pool=scrape_pool(name))
     def scrape_batch(context: dg.OpExecutionContext, config: BatchConfig, store: ProjectStoreResource,
                      artifacts: PageStoreResource, fetcher: FetchResource) -> Iterator[Any]:
         """Scrape many targets at once; each target's outcome is recorded on its own partition."""

@@ -9,6 +9,7 @@ every wait is on a condition (the site, the store, the process), never on a fixe
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -273,9 +274,17 @@ def test_a_run_stopped_past_its_lease_is_taken_over_and_its_late_commits_refused
     batch = setup.start("batch", "batch", ["p2"], SCRAPE_CONTRACTS_LEASE_SECONDS=SHORT_LEASE_S)
     stopped = [single, batch]
     setup.wait_for("both runs to fetch", lambda: all(page.arrived.is_set() for page in pages.values()), stopped)
-    for worker in stopped:
-        setup.stop(worker)
     store = setup.store
+    stopped_at = {}
+    for partition, worker in zip(pages, stopped):  # p1 by the single run, p2 by the batch
+        setup.stop(worker)
+        stopped_at[partition] = (worker.run_id, store.clock())
+    # the bound on a hung worker (docs/limits.md): its targets are free at most one lease after it stopped,
+    # since a stopped worker renews nothing (until then it renewed every third of the lease)
+    lease_s = dt.timedelta(seconds=float(SHORT_LEASE_S))
+    for partition, (run_id, at) in stopped_at.items():
+        held = store.lease("shop", partition)
+        assert held.holder == run_id and held.expires_at <= at + lease_s, (partition, held, at)
     setup.wait_for("both stopped runs' leases to expire", lambda: not any(
         store.lease("shop", p).live(store.clock()) for p in pages), [])
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import dagster as dg
 import httpx
@@ -245,3 +246,43 @@ def test_literal_private_addresses_are_refused_when_targets_are_added(sqlite_har
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "192.168.0.10 is a private address" in err
     assert door.store.list_targets("dyn") == {}
+
+
+def test_liveness_answers_while_every_worker_thread_waits_on_the_database(sqlite_harness: Harness) -> None:
+    """The red-team's 200 streams on PostgreSQL held the worker threads and /health/live, a synchronous route,
+    queued behind them (p50 4.9 s). Here every worker thread waits on the store's write lock, held by the
+    test: liveness still answers, from the event loop."""
+    import asyncio
+    import sqlite3
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anyio.to_thread
+
+    door = _door(sqlite_harness)
+    token = _token(door)
+    with ThreadedApi(create_app(front_door=door)) as api, ThreadPoolExecutor(60) as callers:
+        loop = api.server.servers[0].get_loop()
+
+        async def threads_in_use() -> tuple[float, float]:
+            limiter = anyio.to_thread.current_default_thread_limiter()
+            return limiter.borrowed_tokens, limiter.total_tokens
+
+        lock = sqlite3.connect(sa.engine.make_url(sqlite_harness.backend.db_url).database, isolation_level=None)
+        try:
+            lock.execute("BEGIN IMMEDIATE")  # every store transaction takes it first (engines.py): they all wait
+            calls = [callers.submit(httpx.get, f"{api.url}/contracts", timeout=120,
+                                    headers={"Authorization": f"Bearer {token}"}) for _ in range(60)]
+            deadline = time.monotonic() + 60
+            while True:  # until the app's worker threads are all taken by requests waiting on the lock
+                used, total = asyncio.run_coroutine_threadsafe(threads_in_use(), loop).result(timeout=30)
+                if used >= total:
+                    break
+                assert time.monotonic() < deadline, f"only {used} of {total} worker threads in use"
+                time.sleep(0.05)
+            # a synchronous route would queue here until the lock is released (never, within the timeout)
+            assert httpx.get(f"{api.url}/health/live", timeout=10).json() == {"status": "ok"}
+            assert not any(call.done() for call in calls)  # they were all still waiting meanwhile
+        finally:
+            lock.rollback()
+            lock.close()
+        assert {call.result().status_code for call in calls} == {200}

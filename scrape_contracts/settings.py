@@ -53,7 +53,7 @@ def lease_seconds() -> float | None:
 
 
 def engine_limits() -> Limits:
-    """Bounds on regex, selector and heal work (``engine.limits``; README "Limits and safety")."""
+    """Bounds on regex, selector and heal work (``engine.limits``; docs/limits.md)."""
     from scrape_contracts.engine.limits import SETTINGS, Limits
 
     default = Limits()

@@ -112,7 +112,11 @@ def cmd_dev(args: argparse.Namespace) -> int:
                        "here first, or set DAGSTER_HOME to your instance folder")
     if not (home / "dagster.yaml").exists():
         shutil.copy(LOCAL_INSTANCE_YAML, home / "dagster.yaml")
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    # Dagster starts every process of its own (webserver, daemon, code servers, run workers) as `python -m ...`,
+    # which puts its working folder first on sys.path: a `yaml.py` left in DAGSTER_HOME, where this command
+    # starts them, was imported by each. Safe-path mode (Python 3.11) leaves the folder off; the code is found
+    # where it is installed, and a workspace's own working_directory is still added by Dagster.
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONSAFEPATH": "1"}
     # `dagster dev` opens with a warning that `dg dev` supersedes it (a CLI this project does not install)
     superseded = "ignore:Function `dev_command` is superseded"
     env["PYTHONWARNINGS"] = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), superseded) if w)

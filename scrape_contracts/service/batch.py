@@ -11,7 +11,7 @@ Two kinds of work overlap:
 
 Fetching in the workers rather than in a thread of the run's process was measured: the run's process is
 busy writing Dagster events, and a fetch loop beside it fought for its interpreter lock (2,000 pages, first
-sweep: 66 pages/s with the fetch thread, see the README for the figures now). Memory is bounded by the
+sweep: 66 pages/s with the fetch thread, see docs/performance.md for the figures now). Memory is bounded by the
 concurrency, not by the number of targets: a worker holds at most its lanes' pages; what travels back is
 small (a record and its story, no page). One target's failure, timeout or quarantine never holds up the
 others, and a chunk is committed whole or not at all, so a crash leaves every target either recorded
@@ -146,6 +146,8 @@ class BatchRunner:
         self._controls = [queue.Queue() if in_threads else ctx.Queue() for _ in range(count)]
         per_host = max(1, self.settings.per_host // count)
         connections = max(1, self.settings.max_connections // count)
+        # the workers' way to know this process died: it holds the only write end (service/batch_worker.py)
+        owner, owner_end = (None, None) if in_threads else ctx.Pipe(duplex=False)
         workers = []
         for index in range(count):
             mine = tuple(targets[index::count])
@@ -156,11 +158,13 @@ class BatchRunner:
                            self._selectors, per_host, connections, self.force,
                            {t.partition: pages[t.partition] for t in mine if t.partition in pages}
                            if pages is not None else None, earlier)
-            args = (share, results, self._controls[index])
+            args = (share, results, self._controls[index], owner)
             worker = (threading.Thread(target=worker_main, args=args, daemon=True) if in_threads
                       else ctx.Process(target=worker_main, args=args, daemon=True))
             worker.start()
             workers.append(worker)
+        if owner is not None:
+            owner.close()  # the workers have their copies; this process keeps only the write end
         try:
             yield from self._consume(results, workers, targets)
         finally:
@@ -168,6 +172,8 @@ class BatchRunner:
                 worker.join(timeout=10)
                 if worker.is_alive() and not in_threads:
                     worker.terminate()
+            if owner_end is not None:
+                owner_end.close()
             self.stats.finished = time.monotonic()
 
     # -- heal, commit, report -------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from scrape_contracts.adapters.pages.folder import FolderPages
 from scrape_contracts.adapters.fingerprints import SqlFingerprintStore
 from scrape_contracts.engine.heal import FieldMemory
 from scrape_contracts_tests.conftest import Harness, product_page
-from scrape_contracts_tests.defs.test_batch import run_batch
 
 
 @pytest.mark.parametrize("path", ["single", "batch"])
@@ -23,12 +22,8 @@ def test_heal_from_fingerprints_after_the_page_is_gone(sqlite_harness: Harness, 
     site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
     harness.write_product_contract("shop", {"p1": site.url("/p/1")})
 
-    def scrape() -> str:
-        result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop", ["p1"])
-        assert result.success
-        return harness.store.latest_candidate("shop", "p1", run_id=result.run_id).outcome
 
-    assert scrape() == "valid"
+    assert harness.scrape_outcome("shop", "p1", path) == "valid"
     first = harness.store.latest_accepted("shop", "p1")
     stored = SqlFingerprintStore(harness.store.engine).load(first.candidate_id)
     assert set(stored) == {"title", "sku", "price"}
@@ -39,7 +34,7 @@ def test_heal_from_fingerprints_after_the_page_is_gone(sqlite_harness: Harness, 
     artifacts = FolderPages(settings.artifacts_dir())
     assert artifacts.prune(keep=set()) >= 1 and artifacts.get(first.page_sha256) is None
     site.set_page("/p/1", product_page("Dune", "BK-1", "$101.00", layout="renamed"))
-    assert scrape() == "healed"
+    assert harness.scrape_outcome("shop", "p1", path) == "healed"
     assert harness.accepted("shop", "p1") == {"title": "Dune", "sku": "BK-1", "price": 101.0}
     healed = harness.store.selector_history("shop")[-1]
     assert healed.selectors["price"] == 'strong[data-field="price"]'

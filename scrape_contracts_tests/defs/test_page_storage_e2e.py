@@ -10,7 +10,6 @@ import pytest
 from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts_tests.adapters.test_pages import S3Server
 from scrape_contracts_tests.conftest import Harness, product_page
-from scrape_contracts_tests.defs.test_batch import run_batch
 
 
 def _scrape_and_heal(harness: Harness, site, path: str, location: str) -> None:
@@ -18,19 +17,15 @@ def _scrape_and_heal(harness: Harness, site, path: str, location: str) -> None:
     site.set_page("/p/1", page)
     harness.write_product_contract("shop", {"p1": site.url("/p/1")})
 
-    def scrape() -> str:
-        result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop", ["p1"])
-        assert result.success
-        return harness.store.latest_candidate("shop", "p1", run_id=result.run_id).outcome
 
-    assert scrape() == "valid"
+    assert harness.scrape_outcome("shop", "p1", path) == "valid"
     first = harness.store.latest_accepted("shop", "p1")
     pages = open_pages(location)
     assert pages.get(first.page_sha256) == page
     # nothing in a folder of this host: a worker elsewhere would find the page where this one put it
     assert not (harness.backend.home / "artifacts").exists()
     site.set_page("/p/1", product_page("Dune", "BK-1", "$101.00", layout="renamed"))
-    assert scrape() == "healed"
+    assert harness.scrape_outcome("shop", "p1", path) == "healed"
     assert harness.accepted("shop", "p1") == {"title": "Dune", "sku": "BK-1", "price": 101.0}
     healed = harness.store.selector_history("shop")[-1]
     assert healed.selectors["price"] == 'strong[data-field="price"]'

@@ -186,8 +186,8 @@ def test_a_full_disk_for_pages_is_said_once(sqlite_harness: Harness, site, full_
     assert out.count("6 target(s) failed") == 1 and out.lower().count("no space left on the device") == 1, out
 
 
-def test_dev_starts_nothing_that_imports_from_the_folder_it_is_run_from(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dev_starts_nothing_that_imports_from_the_folder_it_is_run_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Dagster starts its webserver, daemon, code servers and run workers as `python -m ...`, which puts the
     # working folder first on sys.path; the home-made daemon's warm process imported a module planted in the
     # folder it was started from. `dev` starts Dagster in DAGSTER_HOME instead of where it is run

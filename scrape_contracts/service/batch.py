@@ -11,7 +11,7 @@ Two kinds of work overlap:
 
 Fetching in the workers rather than in a thread of the run's process was measured: the run's process is
 busy writing Dagster events, and a fetch loop beside it fought for its interpreter lock (2,000 pages, first
-sweep: 66 pages/s with the fetch thread, see docs/performance.md for the figures now). Memory is bounded by the
+sweep: 66 pages/s with the fetch thread; docs/performance.md has the figures now). Memory is bounded by the
 concurrency, not by the number of targets: a worker holds at most its lanes' pages; what travels back is
 small (a record and its story, no page). One target's failure, timeout or quarantine never holds up the
 others, and a chunk is committed whole or not at all, so a crash leaves every target either recorded

@@ -113,9 +113,9 @@ class ThreadedApi:
 
 
 def oversized_posts(port: int, path: str, *, limit_mb: int = 100) -> tuple[bytes, bytes, int]:
-    """Two POSTs of ``limit_mb`` MB to ``path`` without a token, as raw HTTP: one declaring its length (no byte
-    of the body is sent), one chunked (sent until the server answers). The two answers' first bytes, and how
-    much of the chunked body the server let in before answering."""
+    """Two POSTs of ``limit_mb`` MB to ``path`` without a token, as raw HTTP: one declaring its length (no
+    byte of the body is sent), one chunked (sent until the server answers). The two answers' first bytes, and
+    how much of the chunked body the server let in before answering."""
     head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
     with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
         sock.sendall((head + f"Content-Length: {limit_mb * 1024 * 1024}\r\n\r\n").encode())

@@ -208,14 +208,16 @@ def test_mcp_http_body_larger_than_the_limit_is_refused_before_it_is_read(sqlite
     door = _door(sqlite_harness)
     port, limit = free_port(), 64 * 1024
     server = build_server(None, front_door=door, http_url=f"http://127.0.0.1:{port}")
-    with ThreadedApi(http_app(server, transport_security("127.0.0.1", port), max_body_bytes=limit), port) as mcp:
+    app = http_app(server, transport_security("127.0.0.1", port), max_body_bytes=limit)
+    with ThreadedApi(app, port) as mcp:
         declared, chunked, sent = oversized_posts(port, "/mcp")
         assert declared.startswith(b"HTTP/1.1 413 "), declared[:200]
         assert b"SCRAPE_CONTRACTS_API_MAX_BODY_BYTES" in declared
         assert chunked.startswith(b"HTTP/1.1 413 "), chunked[:200]
         assert sent < 16 * 1024 * 1024, sent
         # 100 KB of headers: 400 from the parser when they arrive in pieces, 431 when whole
-        assert httpx.post(f"{mcp.url}/mcp", headers={"X-Padding": "a" * 100_000}, timeout=20).status_code in (400, 431)
+        padded = httpx.post(f"{mcp.url}/mcp", headers={"X-Padding": "a" * 100_000}, timeout=20)
+        assert padded.status_code in (400, 431)
         # under the limit, the request goes on to the token check
         small = httpx.post(f"{mcp.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=20,
                            headers={"Accept": "application/json, text/event-stream"})
@@ -267,9 +269,10 @@ def test_liveness_answers_while_every_worker_thread_waits_on_the_database(sqlite
             limiter = anyio.to_thread.current_default_thread_limiter()
             return limiter.borrowed_tokens, limiter.total_tokens
 
-        lock = sqlite3.connect(sa.engine.make_url(sqlite_harness.backend.db_url).database, isolation_level=None)
+        path = sa.engine.make_url(sqlite_harness.backend.db_url).database
+        lock = sqlite3.connect(path, isolation_level=None)
         try:
-            lock.execute("BEGIN IMMEDIATE")  # every store transaction takes it first (engines.py): they all wait
+            lock.execute("BEGIN IMMEDIATE")  # every store transaction takes it first (engines.py): all wait
             calls = [callers.submit(httpx.get, f"{api.url}/contracts", timeout=120,
                                     headers={"Authorization": f"Bearer {token}"}) for _ in range(60)]
             deadline = time.monotonic() + 60

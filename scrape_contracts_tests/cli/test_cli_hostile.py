@@ -186,27 +186,30 @@ def test_a_full_disk_for_pages_is_said_once(sqlite_harness: Harness, site, full_
     assert out.count("6 target(s) failed") == 1 and out.lower().count("no space left on the device") == 1, out
 
 
-def test_dev_starts_nothing_that_imports_from_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # `dev` runs `dagster dev` in DAGSTER_HOME, and Dagster starts its webserver, daemon, code servers and run
-    # workers as `python -m ...`, which puts the working folder first on sys.path
-    home = tmp_path / "home"
+def test_dev_starts_nothing_that_imports_from_the_folder_it_is_run_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Dagster starts its webserver, daemon, code servers and run workers as `python -m ...`, which puts the
+    # working folder first on sys.path; the home-made daemon's warm process imported a module planted in the
+    # folder it was started from. `dev` starts Dagster in DAGSTER_HOME instead of where it is run
+    home, elsewhere = tmp_path / "home", tmp_path / "shared"
     home.mkdir()
+    elsewhere.mkdir()
     (home / "scrape_contracts.db").touch()  # an instance something was scraped into
     monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.chdir(elsewhere)
     started: list[tuple[str, list[str], dict[str, str]]] = []
     monkeypatch.setattr(os, "execve", lambda path, argv, env: started.append((path, argv, env)))
     monkeypatch.setattr(os, "chdir", lambda path: started.append(("chdir", [str(path)], {})))
     assert main(["dev"]) == 0
     [(chdir, [folder], _), (_, argv, env)] = started
     assert chdir == "chdir" and Path(folder) == home and argv[1] == "dev"
-    marker = plant_yaml(home)
-    # a process as Dagster starts its own, in that folder: with dev's environment, and without its safe path
-    without = {k: v for k, v in env.items() if k != "PYTHONSAFEPATH"}
-    for environment in (env, without):
-        subprocess.run([sys.executable, "-m", "dagster", "--version"], cwd=home, check=True, timeout=120,
-                       env={**environment, "PLANT_MARKER": str(marker)}, capture_output=True)
-        imported = marker.read_text().splitlines() if marker.exists() else []
-        assert imported == ([] if environment is env else ["-m --version"]), imported
+    marker = plant_yaml(elsewhere)
+    # a process as Dagster starts its own, with dev's environment: in dev's folder, and (to show the plant
+    # works) in the folder dev was run from
+    for where, imported in ((home, []), (elsewhere, ["-m --version"])):
+        subprocess.run([sys.executable, "-m", "dagster", "--version"], cwd=where, check=True, timeout=120,
+                       env={**env, "PLANT_MARKER": str(marker)}, capture_output=True)
+        assert (marker.read_text().splitlines() if marker.exists() else []) == imported, where
 
 
 def test_a_target_url_over_2048_characters_is_refused_in_contracts_and_by_targets_add(sqlite_harness: Harness,

@@ -148,13 +148,16 @@ def _shown(root: etree._Element, ftype: str, value: Any) -> list[tuple[etree._El
         src = _holds(el, ftype, value)
         if src:
             out.append((el, src))
-    # what an author reads: the post itself first, a sidebar, menu or footer last
+    # what an author reads: the post itself first (with its own pager, a <nav> inside the article or
+    # main column), a sidebar, site menu or footer last
     def rank(item: tuple[etree._Element, str]) -> int:
         above = list(item[0].iterancestors())
+        tags = {a.tag for a in above}
+        inside = bool(tags & {"article", "main"})
         names = " ".join(f"{a.get('class') or ''} {a.get('id') or ''}" for a in above).lower()
-        if {a.tag for a in above} & {"aside", "nav", "footer"} or any(w in names for w in SIDE_WORDS):
+        if tags & {"aside", "footer"} or "nav" in tags and not inside or any(w in names for w in SIDE_WORDS):
             return 2
-        return 0 if {a.tag for a in above} & {"article", "main"} else 1
+        return 0 if inside else 1
     return sorted(out, key=rank)
 
 

@@ -209,6 +209,7 @@ class Outcome:
     expected: Any
     got: Any
     reason: str | None
+    carries: bool | None = None  # a correct heal's selector reads the right value on B's other posts
 
     @property
     def verdict(self) -> str:
@@ -221,6 +222,7 @@ def run_corpus(pages: dict[str, dict[int, str]]) -> tuple[list[Outcome], list[fl
     """Every ordered pair of themes, every post page, every field the before theme shows."""
     outcomes: list[Outcome] = []
     per_field: list[float] = []
+    parsed = {t: {n: parse_html(html) for n, html in by_post.items()} for t, by_post in pages.items()}
     for a in pages:
         for n in PAGES:
             facts = truth(n)
@@ -240,9 +242,20 @@ def run_corpus(pages: dict[str, dict[int, str]]) -> tuple[list[Outcome], list[fl
                     ftype, value = facts[name]
                     expected = value if _shown(after, ftype, value) else REFUSE
                     r = results[name]
+                    carries = None
+                    if r.value is not None and r.value == expected:
+                        carries = all(_carries(parsed[b][m], r.selector, name, m) for m in PAGES if m != n)
                     outcomes.append(Outcome(a, b, n, name, ftype, expected, r.value,
-                                            None if r.healed else r.evidence.get("reason")))
+                                            None if r.healed else r.evidence.get("reason"), carries))
     return outcomes, per_field
+
+
+def _carries(page: Any, selector: str, name: str, post: int) -> bool:
+    """The healed selector reads post ``post``'s own value of the field (a link to the newer post, not the
+    same link in a sidebar list that only happened to hold it on the healed page)."""
+    ftype, value = truth(post)[name]
+    texts = [t for t in select_texts(page, selector) if t]
+    return len(texts) == 1 and _reads(texts[0], ftype, value)
 
 
 def _pcts(outcomes: list[Outcome]) -> dict[str, float]:
@@ -259,17 +272,23 @@ def report(outcomes: list[Outcome], per_field: list[float], left_out: dict[str, 
     print(f"  value shown by the new theme: correct {_pcts(shown)['correct']:.1f}% wrong "
           f"{_pcts(shown)['wrong']:.1f}% n={len(shown)}; not shown: refused "
           f"{sum(o.verdict == 'refused' for o in hidden)}/{len(hidden)}")
+    heals = [o for o in outcomes if o.carries is not None]
+    print(f"  correct heals whose selector reads the right value on the new theme's other posts: "
+          f"{sum(o.carries for o in heals)}/{len(heals)}")
     print(f"  heal time per field: median {statistics.median(per_field) * 1000:.1f} ms "
           f"(page parsing included, {len(per_field)} calls)")
     if left_out:
         print("  themes left out: " + "; ".join(f"{t} ({why})" for t, why in left_out.items()))
-    print("\n  per field       correct wrong refused    n")
+    print("\n  per field       correct wrong refused    n  carried")
     by_field: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_field[f"{o.field} ({o.ftype})"].append(o)
     for name, group in by_field.items():
         q = _pcts(group)
-        print(f"  {name:<18} {q['correct']:5.1f} {q['wrong']:5.1f} {q['refused']:5.1f} {len(group):5d}")
+        healed = [o for o in group if o.carries is not None]
+        carried = f"{sum(o.carries for o in healed)}/{len(healed)}"
+        print(f"  {name:<18} {q['correct']:5.1f} {q['wrong']:5.1f} {q['refused']:5.1f} {len(group):5d} "
+              f"{carried:>8}")
     reasons = Counter(o.reason for o in outcomes if o.verdict == "refused")
     total = max(1, sum(reasons.values()))
     shares = ", ".join(f"{r} {100 * c / total:.0f}%" for r, c in reasons.most_common())
@@ -288,6 +307,9 @@ def report(outcomes: list[Outcome], per_field: list[float], left_out: dict[str, 
             if o.verdict != "correct":
                 print(f"  {o.verdict:<7} {o.before}->{o.after} post {o.post} {o.field}: "
                       f"expected={o.expected!r} got={o.got!r} ({o.reason})")
+            elif o.carries is False:
+                print(f"  correct, but the healed selector fails on other posts: {o.before}->{o.after} "
+                      f"post {o.post} {o.field}")
 
 
 def main(argv: list[str] | None = None) -> int:

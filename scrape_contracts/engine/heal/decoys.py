@@ -20,6 +20,7 @@ from scrape_contracts.engine.heal.vocabulary import (
     NUMBER_TOKEN,
     RELATED_HEADING,
     RELATED_TOKENS,
+    SIDE_TOKENS,
     STRIKE_LABEL,
     STRIKE_TAGS,
     STRIKE_TOKENS,
@@ -40,6 +41,7 @@ class Flag(StrEnum):
     CHROME = "chrome"  # navigation, breadcrumbs, footer, site header
     CARD = "card"  # one of several look-alike linked items
     SEQUENCE = "sequence"  # a link to the previous or next item (``sequence``)
+    SIDE = "side"  # in the page's side column (<aside>, role=complementary, a "sidebar")
 
 
 # in this order: the first that the candidate has and the old element had not names the decoy
@@ -177,6 +179,8 @@ def _own_section_flags(page: Page, node: etree._Element) -> frozenset[Flag]:
     flags: set[Flag] = set()
     if tokens & RELATED_TOKENS:
         flags.add(Flag.RELATED)
+    if tag == "aside" or node.get("role") == "complementary" or tokens & SIDE_TOKENS:
+        flags.add(Flag.SIDE)
     if (
         tag in ("nav", "footer")
         or node.get("role") in ("navigation", "contentinfo", "banner")

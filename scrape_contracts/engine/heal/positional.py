@@ -19,8 +19,8 @@ from scrape_contracts.engine.heal.selectors import anchor_forms, reextracts, sim
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, ItemPick
 
 CONTAINER_DEPTH = 3  # ancestors of the list whose stable names may anchor it
-UNKNOWN_ROWS = ("the rows of the last good page's list are not found on the new page (at least two, each "
-                "in one place)")
+UNKNOWN_ROWS = ("the rows of the last good page's list are not found on the new page (at least two, in one "
+                "list that is the field's)")
 
 
 def row_to_keep(ctx: Context) -> etree._Element | HealResult | None:

@@ -136,6 +136,7 @@ RELATED_HEADING = re.compile(
     r"latest (?:news|stories|articles|jobs|listings)|top stories|suggested|alternatives?)\b",
     re.I,
 )
+SIDE_TOKENS = frozenset({"sidebar", "aside"})  # names of a page's side column
 GENERIC_HEADS = frozenset(
     "count number total amount value qty quantity text name left remaining type id code time date "
     "at flag status".split()

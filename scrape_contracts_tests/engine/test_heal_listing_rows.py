@@ -63,3 +63,26 @@ def test_two_lists_holding_the_same_rows_alike_are_refused() -> None:
             f'<div class="cards">{_cards([3, 2, 1])}</div></div></body></html>')
     result = heal(BEFORE, twin, FIELDS, page_url=PAGE_URL)["latest_title"]
     assert result.value is None, result.evidence
+
+
+def test_a_list_whose_element_has_only_layout_classes_is_named_by_its_rows_class() -> None:
+    # the cards' container and its parents carry only layout classes; every card carries "index-card"
+    cards = "".join(f'<div class="row mx-auto index-card"><article class="col-12"><h2><a href="/posts/{n}/">'
+                    f"{TITLES[n]}</a></h2><p>Lead of post {n}, long enough to be prose.</p></article></div>"
+                    for n in (3, 2, 1))
+    after = (f'<html><body><div class="container"><div class="row"><div class="col-12 col-md-10 m-auto">'
+             f"{cards}</div></div></div></body></html>")
+    result = heal(BEFORE, after, FIELDS, page_url=PAGE_URL)["latest_title"]
+    assert result.value == TITLES[3], result.evidence
+    assert "index-card" in result.selector
+    grown = after.replace('<div class="col-12 col-md-10 m-auto">', '<div class="col-12 col-md-10 m-auto">'
+                          '<div class="row mx-auto index-card"><article class="col-12"><h2><a href="/posts/4/">'
+                          f"{TITLES[4]}</a></h2></article></div>")
+    assert _extracted(grown, result.selector) == [TITLES[4]]
+
+
+def test_a_row_value_shown_only_in_the_side_column_is_where_the_row_went() -> None:
+    # a redesign moved the list into the side column: its values are nowhere else, so that is the list
+    after = f"<html><body><main><p>Welcome to the blog.</p></main>{_sidebar([3, 2, 1])}</body></html>"
+    result = heal(BEFORE, after, FIELDS, page_url=PAGE_URL)["latest_title"]
+    assert result.value == TITLES[3], result.evidence

@@ -48,7 +48,9 @@ MAX_PROBES = 12  # rows looked up on the new page
 MIN_AGREEMENT = 0.8  # share of the rows found that one list must hold
 MAX_PLACES = 4  # a row's value in more places than this (a tag cloud, a repeated menu) locates nothing
 LIST_DEPTH = 8  # a row is at most this far above the field's element
-LIST_DECOYS = frozenset({Flag.RELATED, Flag.STRIKE, Flag.SIDE})
+# a list's copy elsewhere: in the side column, or crossed out. (Not "related": a listing names its own
+# rows "recent posts" as often as a sidebar does)
+LIST_DECOYS = frozenset({Flag.STRIKE, Flag.SIDE})
 LIST_MARGIN = 0.05  # likeness by which one of two lists holding as many rows must be the field's
 # items of a list by their tag; other rows are items when they carry a class (post cards, result rows)
 LIST_ROWS = frozenset({"li", "tr", "article", "dd", "dt"})
@@ -194,8 +196,10 @@ def new_rows(ctx: Context, old: OldRows) -> NewRows | None:
         probe = replace(spec, before=typed, item=None)
         same = lambda v, t=typed: same_value(v, t)  # noqa: E731 - bound to this row's value
         sources = value_sources(after, probe, same, raw, equal=True)
-        found = [(el, src) for el, src in dict.fromkeys(innermost([(el, src) for el, src, _, _ in sources]))
-                 if not _decoy(ctx, el)]
+        found = list(dict.fromkeys(innermost([(el, src) for el, src, _, _ in sources])))
+        # a copy in the side column is set aside when the value is also elsewhere; a value shown only
+        # there is where the row went (a redesign may move a block into a side column)
+        found = [(el, src) for el, src in found if not _decoy(ctx, el)] or found
         if 0 < len(found) <= MAX_PLACES:
             places[i] = found
     if len(places) < MIN_ROWS:
@@ -248,8 +252,8 @@ def _lists(ctx: Context, places: dict[int, list[tuple[etree._Element, str]]]) ->
 
 
 def _decoy(ctx: Context, el: etree._Element) -> bool:
-    """In a related or recent-items block, the page's side column (a sidebar listing the same posts), or
-    crossed out, where the field's element was not: another list's copy of the row's value. (Every row of a list is a card, so
+    """In the page's side column (a sidebar listing the same posts), or crossed out, where the field's
+    element was not: another list's copy of the row's value. (Every row of a list is a card, so
     being one says nothing here.)"""
     return bool(flags_of(ctx.after, el) & LIST_DECOYS - ctx.target_flags)
 

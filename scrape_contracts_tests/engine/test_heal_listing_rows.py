@@ -14,7 +14,8 @@ TITLES = {n: f"Garden shed part {n} about sheds" for n in range(1, 10)}
 def _sidebar(numbers: list[int]) -> str:
     items = "".join(f'<a class="entry" href="/posts/{n}/"><span class="entry-name">{TITLES[n]}</span></a>'
                     for n in numbers)
-    return f'<aside class="side"><div class="box"><h3>Latest</h3><div class="entries">{items}</div></div></aside>'
+    return (f'<aside class="side"><div class="box"><h3>Latest</h3><div class="entries">{items}</div></div>'
+            "</aside>")
 
 
 BEFORE = ("<html><body><main><ul class='posts'>"
@@ -30,8 +31,9 @@ FIELDS = {"latest_title": {"selector": "ul.posts li:nth-of-type(1) h3 a::text", 
 def _cards(numbers: list[int]) -> str:
     # another design: cards whose title and "read more" both link to the post
     return "".join(
-        f'<div class="card"><a class="card-link" href="/posts/{n}/"><h2 class="card-title">{TITLES[n]}</h2></a>'
-        f'<p>Lead of post {n}, long enough to be prose.</p><a class="more" href="/posts/{n}/">Read more</a></div>'
+        f'<div class="card"><a class="card-link" href="/posts/{n}/">'
+        f'<h2 class="card-title">{TITLES[n]}</h2></a><p>Lead of post {n}, long enough to be prose.</p>'
+        f'<a class="more" href="/posts/{n}/">Read more</a></div>'
         for n in numbers)
 
 
@@ -75,9 +77,10 @@ def test_a_list_whose_element_has_only_layout_classes_is_named_by_its_rows_class
     result = heal(BEFORE, after, FIELDS, page_url=PAGE_URL)["latest_title"]
     assert result.value == TITLES[3], result.evidence
     assert "index-card" in result.selector
-    grown = after.replace('<div class="col-12 col-md-10 m-auto">', '<div class="col-12 col-md-10 m-auto">'
-                          '<div class="row mx-auto index-card"><article class="col-12"><h2><a href="/posts/4/">'
-                          f"{TITLES[4]}</a></h2></article></div>")
+    new_card = (f'<div class="row mx-auto index-card"><article class="col-12"><h2><a href="/posts/4/">'
+                f"{TITLES[4]}</a></h2></article></div>")
+    column = '<div class="col-12 col-md-10 m-auto">'
+    grown = after.replace(column, column + new_card)
     assert _extracted(grown, result.selector) == [TITLES[4]]
 
 

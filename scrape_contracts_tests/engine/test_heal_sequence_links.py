@@ -14,7 +14,8 @@ from scrape_contracts.engine.select import parse_html, select_texts
 PAGE_URL = "https://blog.example/posts/3/"
 NEWER, OLDER = "https://blog.example/posts/4/", "https://blog.example/posts/2/"
 PROSE = "<p>Some text here that is long enough to be a paragraph of prose, honestly.</p>"
-SIDEBAR = """<div class="side"><h3>Latest</h3><ul class="latest"><li><a href="/posts/5/">Post five title</a></li>
+SIDEBAR = """<div class="side"><h3>Latest</h3><ul class="latest">
+<li><a href="/posts/5/">Post five title</a></li>
 <li><a href="/posts/4/">Post four title</a></li><li><a href="/posts/3/">Post three title</a></li>
 <li><a href="/posts/2/">Post two title</a></li></ul></div>"""
 # design A: the step is said by a caption inside the link ("Newer" above the neighbour's title)
@@ -30,9 +31,11 @@ AFTERS = {
     "rel": """<a class="btn btn-ghost" rel="prev" href="/posts/4/"><span class="t">Post four title</span></a>
            <a class="btn btn-ghost" rel="next" href="/posts/2/"><span class="t">Post two title</span></a>""",
     "wrapper class": """<span class="item-prev"><a class="btn btn-ghost" href="/posts/4/">Post four title</a>
-           </span><span class="item-next"><a class="btn btn-ghost" href="/posts/2/">Post two title</a></span>""",
-    "caption": """<a class="btn btn-ghost" href="/posts/4/"><span>Post four title</span> <span>Vorheriger</span>
-           </a><a class="btn btn-ghost" href="/posts/2/"><span>Post two title</span> <span>Nächster Beitrag</span></a>""",
+           </span><span class="item-next"><a class="btn btn-ghost" href="/posts/2/">Post two title</a>
+           </span>""",
+    "caption": """<a class="btn btn-ghost" href="/posts/4/"><span>Post four title</span>
+           <span>Vorheriger</span></a><a class="btn btn-ghost" href="/posts/2/"><span>Post two title</span>
+           <span>Nächster Beitrag</span></a>""",
     "arrows": """<a class="btn btn-ghost" href="/posts/4/"><i>«</i> Post four title</a>
            <a class="btn btn-ghost" href="/posts/2/">Post two title <i>»</i></a>""",
 }

@@ -209,7 +209,8 @@ def new_rows(ctx: Context, old: OldRows) -> NewRows | None:
         return None
     best = lists[0]
     rival = next((c for c in lists[1:] if c.parent is not best.parent), None)
-    if rival is not None and len(rival.found) == len(best.found) and best.likeness - rival.likeness < LIST_MARGIN:
+    tied = rival is not None and len(rival.found) == len(best.found)
+    if tied and best.likeness - rival.likeness < LIST_MARGIN:
         return None  # two lists hold the same rows alike (the posts, and a sidebar listing them)
     rows = tuple(c for c in best.parent if c.tag == best.tag)
     return NewRows(rows, best.path, best.src, {i: rows.index(child) for i, (child, _) in best.found.items()})

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING
 
 from lxml import etree
 
-from scrape_contracts.engine.heal.vocabulary import SEQUENCE_ARROWS, SEQUENCE_RELS, SEQUENCE_WORDS, words_of
+from scrape_contracts.engine.heal.vocabulary import (
+    SEQUENCE_ARROWS,
+    SEQUENCE_RELS,
+    SEQUENCE_WORDS,
+    words_of,
+)
 
 if TYPE_CHECKING:
     from scrape_contracts.engine.heal.page import Page

@@ -230,7 +230,7 @@ class FrontDoor:
 
         name = loaded.contract.name
         all_keys = partitions_for(loaded.contract).get_partition_keys(dynamic_partitions_store=self.instance)
-        paused = self.store.paused_partitions(name)
+        paused = self.store.skipped_partitions(name, unchanged=loaded.contract.skips_unchanged)
         if body.partition is not None:
             if body.partition not in all_keys:
                 raise Refused(Refusal.NOT_FOUND, f"{name!r} has no target {body.partition!r}")

@@ -88,8 +88,11 @@ def cmd_targets_list(args: argparse.Namespace) -> int:
     else:
         targets = {t.partition_key: t.url for t in contract.static_targets}
     paused = store.paused_partitions(contract.name) if store is not None else {}
+    gone = store.gone_targets(contract.name) if store is not None and contract.is_dynamic else {}
     for key, url in targets.items():
         note = f"  [paused: {common.printable(paused[key])}]" if key in paused else ""
+        if key in gone:  # its source no longer lists it: kept, with its accepted data, and not swept
+            note += f"  [gone since {gone[key]:%Y-%m-%d %H:%M} UTC]"
         # stores written before target URLs with credentials were refused may still hold some
         print(f"{key}  {without_userinfo(url)}{note}")
     return 0
@@ -117,11 +120,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise common.CliError(f"{contract.name!r} has no target {args.partition!r}; "
                                   f"see `scrape-contracts targets list {contract.name}`", 2)
     else:
-        paused = common.store().paused_partitions(contract.name)
+        # paused, gone from their source, or (discover.skip_unchanged, unless --force) unchanged since lastmod
+        paused = common.store().skipped_partitions(contract.name,
+                                                   unchanged=contract.skips_unchanged and not args.force)
         all_keys = partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
         keys = [k for k in all_keys if k not in paused]
         for key in sorted(set(all_keys) & set(paused)):
-            print(f"{contract.name}/{key}: skipped, paused ({paused[key]})")
+            how = "" if paused[key].startswith(("gone ", "unchanged:")) else ", paused"
+            print(f"{contract.name}/{key}: skipped{how} ({paused[key]})")
         if not keys:
             print(f"nothing to scrape: {contract.name!r} has no target that is not paused")
             return 0

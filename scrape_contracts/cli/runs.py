@@ -1,4 +1,4 @@
-"""``scrape-contracts targets add|list``, ``run`` and ``reextract``: what is scraped, launched as runs."""
+"""``scrape-contracts targets add|list|discover``, ``run`` and ``reextract``: what is scraped, launched as runs."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ def register(sub: Any) -> None:
     p = targets.add_parser("list", help="list a contract's targets and partition keys")
     p.add_argument("contract")
     p.set_defaults(func=cmd_targets_list)
+    p = targets.add_parser("discover", help="read a contract's discover: sources now (a run of discover_C_job, "
+                                            "which materialises scrape/C/targets) and add the targets they list")
+    p.add_argument("contract")
+    p.set_defaults(func=cmd_targets_discover)
     for name in ("run", "reextract"):
         reextract = name == "reextract"
         p = sub.add_parser(name, help=(
@@ -69,6 +73,33 @@ def cmd_targets_add(args: argparse.Namespace) -> int:
     for key, url in added.items():
         print(f"added  {key}  {url}")
     print(f"{len(added)} new target(s) for {args.contract!r}")
+    return 0
+
+
+def cmd_targets_discover(args: argparse.Namespace) -> int:
+    from scrape_contracts.defs import build_definitions
+    from scrape_contracts.defs.launching import QUIET, failure_reason
+    from scrape_contracts.defs.names import TRIGGER_TAG, discover_job_name
+
+    loaded = common.contract(args, args.contract)
+    name = loaded.contract.name
+    if loaded.contract.discover is None:
+        raise common.CliError(f"contract {name!r} has no discover: block; add its sitemaps or listing pages "
+                              "(docs/discovery.md), or add targets with `scrape-contracts targets add`", 2)
+    job = build_definitions(args.contracts_dir).resolve_job_def(discover_job_name(name))
+    result = job.execute_in_process(run_config=QUIET, instance=common.instance(), tags={TRIGGER_TAG: "cli"},
+                                    raise_on_error=False)
+    if not result.success:
+        raise common.CliError(f"discovery of {name!r} failed (run {result.run_id}): {failure_reason(result)}")
+    (event,) = result.get_asset_materialization_events()
+    found = {key: value.value for key, value in event.materialization.metadata.items()}
+    print(f"{name}: {found['targets']} target(s) listed by {len(found['sources'])} source(s), {found['fetched']} "
+          f"fetched: {found['new']} new, {found['back']} back, {found['gone']} gone, {found['ignored']} ignored, "
+          f"{found['refused']} refused (run {result.run_id})")
+    for source in found["sources"]:
+        if not source["complete"]:
+            print(f"  {common.printable(source['url'])}: not read in full, so none of its targets was marked gone: "
+                  f"{common.printable(source['problems'][0])}")
     return 0
 
 
@@ -129,7 +160,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             how = "" if paused[key].startswith(("gone ", "unchanged:")) else ", paused"
             print(f"{contract.name}/{key}: skipped{how} ({paused[key]})")
         if not keys:
-            print(f"nothing to scrape: {contract.name!r} has no target that is not paused")
+            print(f"nothing to scrape: every target of {contract.name!r} is paused, gone from its source or "
+                  "unchanged since its lastmod")
             return 0
     key = args.idempotency_key
     if key is None:

@@ -5,9 +5,12 @@ the next sweep scrapes what it found; every behaviour asserted from the server's
 from __future__ import annotations
 
 import gzip
+import os
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 
 from scrape_contracts import read_accepted
 from scrape_contracts.defs.names import (
@@ -16,6 +19,7 @@ from scrape_contracts.defs.names import (
 from scrape_contracts.defs.partitions import dynamic_partitions_name
 from scrape_contracts_tests.conftest import Harness, failure_text, product_page
 from scrape_contracts_tests.fixture_site import FixtureSite
+from scrape_contracts_tests.readme import blocks_run_by, project_folder, run_blocks
 
 GZIP = {"Content-Type": "application/x-gzip"}
 
@@ -236,3 +240,19 @@ def test_skip_unchanged_leaves_targets_whose_lastmod_did_not_move_out_of_the_swe
     site.requests.clear()
     assert sweep(harness, "shop").success
     assert paths_requested(site) == ["/p/2"]  # /p/1's lastmod is older than its last scrape
+
+
+def test_the_discovery_page_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/discovery.md's commands, in a newcomer's shell on a fresh instance: the example's sitemap index
+    gives three books (its about page ignored), the first sweep scrapes them, the second skips them all."""
+    for name in [k for k in os.environ if k.startswith(("DAGSTER_", "SCRAPE_CONTRACTS_"))]:
+        monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry: {enabled: false}\n")
+    (output,) = run_blocks(blocks_run_by(__file__, "test_the_discovery_page_runs_as_written"),
+                           project_folder(tmp_path), env={"DAGSTER_HOME": str(home)})
+    assert "shop: 3 target(s) listed by 1 source(s), 3 fetched: 3 new, 0 back, 0 gone, 1 ignored" in output
+    assert output.count("  https://shop.example.com/book/") == 3  # targets list
+    assert "accepted 3" in output
+    assert output.count("skipped (unchanged: lastmod") == 3 and "nothing to scrape" in output

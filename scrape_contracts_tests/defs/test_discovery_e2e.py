@@ -4,6 +4,7 @@ the next sweep scrapes what it found; every behaviour asserted from the server's
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import os
 from pathlib import Path
@@ -189,7 +190,7 @@ def test_a_target_gone_from_its_sitemap_keeps_its_data_flagged_is_not_swept_and_
         harness: Harness, site: FixtureSite) -> None:
     serve_products(site, range(1, 3))
     site.set_page("/sitemap.xml", urlset(site, {"/p/1": None, "/p/2": None}))
-    harness.write_product_contract("shop", dynamic=True, extra=discover_block(
+    harness.write_product_contract("shop", dynamic=True, extra='schedule: {cron: "0 6 * * *"}\n' + discover_block(
         f'  sitemaps: ["{site.url("/sitemap.xml")}"]\n'))
     harness.store.add_targets("shop", {"by-hand": site.url("/p/1?by=hand")})  # never marked gone
     site.set_page("/p/1?by=hand", product_page("Hand", "BK-H", "$5.00"))
@@ -209,6 +210,7 @@ def test_a_target_gone_from_its_sitemap_keeps_its_data_flagged_is_not_swept_and_
     site.requests.clear()
     assert sweep(harness, "shop").success
     assert sorted(paths_requested(site)) == ["/p/1", "/p/1?by=hand"]  # the gone target is skipped
+    assert two not in scheduled(harness, "shop") and len(scheduled(harness, "shop")) == 2  # by the schedule too
 
     # a sitemap that fails marks nothing gone
     site.set_page("/sitemap.xml", "busy", status=503)
@@ -222,6 +224,16 @@ def test_a_target_gone_from_its_sitemap_keeps_its_data_flagged_is_not_swept_and_
     assert sweep(harness, "shop").success
     assert sorted(paths_requested(site)) == ["/p/1", "/p/1?by=hand", "/p/2"]
     assert not read_accepted("shop")["_gone"].any()
+
+
+def scheduled(harness: Harness, contract: str) -> list[str]:
+    """The targets a tick of the contract's schedule would scrape."""
+    defs = harness.definitions()
+    tick = dt.datetime(2026, 5, 1, 6, tzinfo=dt.timezone.utc)
+    with dg.build_schedule_context(instance=harness.instance, scheduled_execution_time=tick,
+                                   resources=defs.resources, repository_def=defs.get_repository_def()) as context:
+        requests = defs.resolve_schedule_def(f"scrape_{contract}_schedule").evaluate_tick(context).run_requests
+    return [key for r in requests for key in r.run_config["ops"][f"{contract}_scrape_batch"]["config"]["partitions"]]
 
 
 def test_skip_unchanged_leaves_targets_whose_lastmod_did_not_move_out_of_the_sweep(

@@ -24,6 +24,7 @@ from scrape_contracts.adapters.store import DiscoveryChanges, FoundTarget, Proje
 from scrape_contracts.contract.discover import Discover, ListingSource, SitemapSource
 from scrape_contracts.contract.fetch import FetchSettings
 from scrape_contracts.contract.loader import LoadedContract
+from scrape_contracts.contract.targets import Target
 from scrape_contracts.engine.crawl import canonical, host_of, keeps, page_links
 from scrape_contracts.engine.limits import LimitExceeded, Limits
 from scrape_contracts.engine.sitemaps import SitemapError, SitemapKind, read_sitemap
@@ -129,19 +130,17 @@ class _Crawl:
         if len(self.result.refused) < SHOWN:
             self.result.refused.append(f"{shown(url)}: {why}")
 
-    def _problem(self, url: str) -> str | None:
-        """Why ``url`` may be neither fetched nor kept, or None."""
+    def _checked(self, url: str) -> Target | str:
+        """The target ``url`` would be, or why it may be neither fetched nor kept."""
         checked = checked_target(url, allow_private=self.allow_private)
-        if isinstance(checked, str):
-            return checked
-        if host_of(url) not in self.hosts:
+        if not isinstance(checked, str) and host_of(url) not in self.hosts:
             return (f"host {host_of(url)} is not the host of a source; add it to discover.hosts if its pages "
                     "belong to this contract")
-        return None
+        return checked
 
     def _fetch(self, url: str, report: SourceReport) -> Page | None:
-        problem = self._problem(url)
-        if problem:
+        problem = self._checked(url)
+        if isinstance(problem, str):
             self._refuse(url, problem)
             report.problems.append(f"{shown(url)} not fetched: {problem}")
             return None
@@ -160,19 +159,13 @@ class _Crawl:
         except UrlParseError as exc:
             self._refuse(url, str(exc))
             return
-        problem = self._problem(url)
-        if problem:
-            self._refuse(url, problem)
+        target = self._checked(url)
+        if isinstance(target, str):
+            self._refuse(url, target)
             return
-        try:
-            if not keeps(keep, url, self.limits):
-                self.result.ignored += 1
-                return
-        except LimitExceeded as exc:
-            report.problems.append(str(exc))
+        if keep is not None and not self._kept(keep, url, report):
+            self.result.ignored += 1
             return
-        target = checked_target(url, allow_private=self.allow_private)
-        assert not isinstance(target, str)  # _problem checked it
         if target.partition_key in self.result.found:
             return
         if len(self.result.found) >= self.discover.max_targets:
@@ -237,7 +230,7 @@ class _Crawl:
             for link in followed:
                 if source.keep is None or self._kept(source.keep, link, report):
                     self._offer(link, source.url, report, None)
-                elif depth < source.depth and link not in seen and self._problem(link) is None:
+                elif depth < source.depth and link not in seen and not isinstance(self._checked(link), str):
                     seen.add(link)
                     queue.append((link, depth + 1))
                 else:

@@ -11,10 +11,13 @@ are never marked gone.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
+import sqlalchemy.dialects.postgresql
+import sqlalchemy.dialects.sqlite
 
 from scrape_contracts.adapters.schema import partition_state, targets
 from scrape_contracts.adapters.store.engines import Connected
@@ -64,33 +67,37 @@ class DiscoveredTargetsMixin(Connected):
         now = now or utc_now()
         with self._tx() as conn:
             rows = {r.partition: r for r in conn.execute(
-                sa.select(targets.c.partition, targets.c.source, targets.c.gone_at)
+                sa.select(targets.c.partition, targets.c.source, targets.c.lastmod, targets.c.gone_at)
                 .where(targets.c.contract == contract))}
-            inserts = [{"contract": contract, "partition": key, "url": target.url, "source": target.source,
-                        "seen_at": now, "lastmod": target.lastmod if keep_lastmod else None, "created_at": now}
-                       for key, target in found.items() if key not in rows]
-            # found again: seen now (and back when it was gone); a target added by hand keeps no source
-            updates = [{"k": key, "s": target.source if rows[key].source is not None else None,
-                        "m": target.lastmod if keep_lastmod else None}
-                       for key, target in found.items() if key in rows]
+            new = sorted(key for key in found if key not in rows)
+            if new:
+                conn.execute(_insert_new(conn), [
+                    {"contract": contract, "partition": key, "url": found[key].url, "source": found[key].source,
+                     "seen_at": now, "lastmod": found[key].lastmod if keep_lastmod else None, "created_at": now}
+                    for key in new])
+            again = [key for key in found if key in rows]
+            back = sorted(key for key in again if rows[key].gone_at is not None)
+            # only rows whose source or lastmod moved are written one by one: a sweep of a large sitemap that
+            # did not change is a few statements, not one per target
+            moved = []
+            for key in again:
+                row, target = rows[key], found[key]
+                source = target.source if row.source is not None else None  # added by hand: stays so
+                lastmod = target.lastmod if keep_lastmod else None
+                if source != row.source or lastmod != _aware(row.lastmod):
+                    moved.append({"k": key, "s": source, "m": lastmod})
+            if moved:
+                conn.execute(targets.update().where(
+                    targets.c.contract == contract, targets.c.partition == sa.bindparam("k"),
+                ).values(source=sa.bindparam("s", type_=sa.Text),
+                         lastmod=sa.bindparam("m", type_=targets.c.lastmod.type)), moved)
+            _set_where(conn, contract, again, seen_at=now)
+            _set_where(conn, contract, back, gone_at=None)
             gone = sorted(key for key, row in rows.items()
                           if key not in found and row.source is not None and row.gone_at is None
                           and (row.source in complete or row.source not in declared))
-            if inserts:
-                conn.execute(targets.insert(), inserts)
-            if updates:
-                conn.execute(targets.update().where(
-                    targets.c.contract == contract, targets.c.partition == sa.bindparam("k"),
-                ).values(source=sa.func.coalesce(sa.bindparam("s", type_=sa.Text), targets.c.source),
-                         seen_at=now, lastmod=sa.bindparam("m", type_=targets.c.lastmod.type), gone_at=None),
-                    updates)
-            if gone:
-                conn.execute(targets.update().where(
-                    targets.c.contract == contract, targets.c.partition == sa.bindparam("k"),
-                ).values(gone_at=now), [{"k": key} for key in gone])
-        back = sorted(key for key in found if key in rows and rows[key].gone_at is not None)
-        return DiscoveryChanges(new=sorted(row["partition"] for row in inserts), back=back, gone=gone,
-                                seen=len(updates) - len(back))
+            _set_where(conn, contract, gone, gone_at=now)
+        return DiscoveryChanges(new=new, back=back, gone=gone, seen=len(again) - len(back))
 
     def gone_targets(self, contract: str) -> dict[str, dt.datetime]:
         """partition key → since when its source no longer lists it."""
@@ -129,3 +136,20 @@ class DiscoveredTargetsMixin(Connected):
         # a pause says the most (a person's, a review's): it wins over the others
         skipped.update(self.paused_partitions(contract))  # type: ignore[attr-defined]
         return skipped
+
+
+_CHUNK = 500  # keys per IN (...): well under every database's limit on bound parameters
+
+
+def _set_where(conn: sa.Connection, contract: str, keys: Sequence[str], **values: object) -> None:
+    for i in range(0, len(keys), _CHUNK):
+        conn.execute(targets.update().where(targets.c.contract == contract,
+                                            targets.c.partition.in_(keys[i:i + _CHUNK])).values(**values))
+
+
+def _insert_new(conn: sa.Connection) -> Any:
+    """An insert that leaves a row another discovery run of the contract has just added (PostgreSQL runs
+    them side by side; SQLite's write lock takes them in turn)."""
+    if conn.dialect.name == "postgresql":
+        return sa.dialects.postgresql.insert(targets).on_conflict_do_nothing()
+    return sa.dialects.sqlite.insert(targets).on_conflict_do_nothing()

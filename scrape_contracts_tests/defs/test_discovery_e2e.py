@@ -83,7 +83,8 @@ def test_a_sitemap_index_with_two_gzip_sitemaps_becomes_partitions_the_next_swee
         "/p/3": None, "/about": None, "http://other.example/p/9": None}).encode()), headers=GZIP)
     serve_products(site, range(1, 4))
     harness.write_product_contract("shop", dynamic=True, extra=discover_block(
-        f'  sitemaps:\n    - {{url: "{site.url("/sitemap_index.xml")}", keep: "/p/\\\\d+$"}}\n'))
+        f'  sitemaps:\n    - {{url: "{site.url("/sitemap_index.xml")}", keep: "/p/\\\\d+$"}}\n'
+        '  skip_unchanged: true\n'))
     defs = harness.definitions()
     # in the asset graph: upstream of the candidate, with its own job and schedule
     graph = defs.resolve_asset_graph()
@@ -101,6 +102,9 @@ def test_a_sitemap_index_with_two_gzip_sitemaps_becomes_partitions_the_next_swee
     urls = {t.url: t for t in harness.store.known_targets("shop").values()}
     assert set(urls) == {site.url(f"/p/{i}") for i in (1, 2, 3)}
     assert all(t.source == site.url("/sitemap_index.xml") for t in urls.values())
+    utc = dt.timezone.utc  # each sitemap entry's lastmod, read from inside the gzip
+    assert [urls[site.url(f"/p/{i}")].lastmod for i in (1, 2, 3)] == [
+        dt.datetime(2026, 4, 1, tzinfo=utc), dt.datetime(2026, 4, 2, 8, tzinfo=utc), None]
     assert set(harness.store.list_targets("shop")) == partitions(harness, "shop")
 
     site.requests.clear()

@@ -13,7 +13,7 @@ from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.model import Contract
 from scrape_contracts.defs.leases import lease_failures, run_ended, target_lease
 from scrape_contracts.defs.metadata import bounded
-from scrape_contracts.defs.names import accepted_key, candidate_key, review_command, targets_key, scrape_pool
+from scrape_contracts.defs.names import accepted_key, candidate_key, review_command, scrape_pool, targets_key
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.engine.lists import RECORD_KEY, set_records

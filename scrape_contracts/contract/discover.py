@@ -47,7 +47,8 @@ class Source(Strict):
         try:
             Target(url=value)  # absolute http(s), not too long, no user name or password
         except ValidationError as exc:
-            raise ValueError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+            message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise ValueError(message.replace("target URL", "source URL", 1)) from None
         return value
 
     @field_validator("keep")

@@ -14,6 +14,7 @@ import dagster as dg
 import pytest
 
 from scrape_contracts import read_accepted
+from scrape_contracts.api import FrontDoor
 from scrape_contracts.defs.names import (
     batch_job_name, candidate_key, discover_job_name, discover_schedule_name, targets_key,
 )
@@ -194,7 +195,8 @@ def test_a_target_gone_from_its_sitemap_keeps_its_data_flagged_is_not_swept_and_
         harness: Harness, site: FixtureSite) -> None:
     serve_products(site, range(1, 3))
     site.set_page("/sitemap.xml", urlset(site, {"/p/1": None, "/p/2": None}))
-    harness.write_product_contract("shop", dynamic=True, extra='schedule: {cron: "0 6 * * *"}\n' + discover_block(
+    harness.write_product_contract("shop", dynamic=True, extra='schedule: {cron: "0 6 * * *"}\nowners: [team:shop]\n'
+                                   + discover_block(
         f'  sitemaps: ["{site.url("/sitemap.xml")}"]\n'))
     harness.store.add_targets("shop", {"by-hand": site.url("/p/1?by=hand")})  # never marked gone
     site.set_page("/p/1?by=hand", product_page("Hand", "BK-H", "$5.00"))
@@ -215,6 +217,10 @@ def test_a_target_gone_from_its_sitemap_keeps_its_data_flagged_is_not_swept_and_
     assert sweep(harness, "shop").success
     assert sorted(paths_requested(site)) == ["/p/1", "/p/1?by=hand"]  # the gone target is skipped
     assert two not in scheduled(harness, "shop") and len(scheduled(harness, "shop")) == 2  # by the schedule too
+    door = FrontDoor(contracts_dir=harness.contracts_dir, db_url=harness.backend.db_url, instance=harness.instance)
+    statuses = {t.key: t for t in door.get_contract(door.authenticate(door.tokens.create("shop", "read")[1]),
+                                                    "shop").targets}
+    assert statuses[two].gone_since is not None and statuses["by-hand"].gone_since is None  # the API says so
 
     # a sitemap that fails marks nothing gone
     site.set_page("/sitemap.xml", "busy", status=503)

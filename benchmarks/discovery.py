@@ -4,7 +4,7 @@
 Run from the repo root (venv active)::
 
     python benchmarks/discovery.py --urls 20000              # SQLite store and instance
-    python benchmarks/discovery.py --urls 20000 --postgres   # the project store on a throw-away PostgreSQL database
+    python benchmarks/discovery.py --urls 20000 --postgres   # the store on a throw-away PostgreSQL database
 
 It prints the wall-clock seconds of the first run (every URL new: recorded in the store and added as a
 partition) and of a second run on the unchanged sitemaps, each the whole command (Python's start included),

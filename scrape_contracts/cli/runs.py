@@ -1,4 +1,4 @@
-"""``scrape-contracts targets add|list|discover``, ``run`` and ``reextract``: what is scraped, launched as runs."""
+"""``scrape-contracts targets add|list|discover``, ``run`` and ``reextract``: what is scraped, as runs."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ def register(sub: Any) -> None:
     p = targets.add_parser("list", help="list a contract's targets and partition keys")
     p.add_argument("contract")
     p.set_defaults(func=cmd_targets_list)
-    p = targets.add_parser("discover", help="read a contract's discover: sources now (a run of discover_C_job, "
-                                            "which materialises scrape/C/targets) and add the targets they list")
+    p = targets.add_parser("discover", help="read a contract's discover: sources now (a run of "
+                                            "discover_C_job, which materialises scrape/C/targets) and add "
+                                            "the targets they list")
     p.add_argument("contract")
     p.set_defaults(func=cmd_targets_discover)
     for name in ("run", "reextract"):
@@ -93,13 +94,13 @@ def cmd_targets_discover(args: argparse.Namespace) -> int:
         raise common.CliError(f"discovery of {name!r} failed (run {result.run_id}): {failure_reason(result)}")
     (event,) = result.get_asset_materialization_events()
     found = {key: value.value for key, value in event.materialization.metadata.items()}
-    print(f"{name}: {found['targets']} target(s) listed by {len(found['sources'])} source(s), {found['fetched']} "
-          f"fetched: {found['new']} new, {found['back']} back, {found['gone']} gone, {found['ignored']} ignored, "
-          f"{found['refused']} refused (run {result.run_id})")
+    print(f"{name}: {found['targets']} target(s) listed by {len(found['sources'])} source(s), "
+          f"{found['fetched']} fetched: {found['new']} new, {found['back']} back, {found['gone']} gone, "
+          f"{found['ignored']} ignored, {found['refused']} refused (run {result.run_id})")
     for source in found["sources"]:
         if not source["complete"]:
-            print(f"  {common.printable(source['url'])}: not read in full, so none of its targets was marked gone: "
-                  f"{common.printable(source['problems'][0])}")
+            print(f"  {common.printable(source['url'])}: not read in full, so none of its targets was marked "
+                  f"gone: {common.printable(source['problems'][0])}")
     return 0
 
 

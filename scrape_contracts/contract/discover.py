@@ -75,7 +75,8 @@ class ListingSource(Source):
                                     "href) or \"a.product::attr(href)\".")
     keep: str | None = Field(
         None, description="A followed link matching this regular expression is a target; the others are "
-                          "listing pages, read while depth allows. Without it every followed link is a target.")
+                          "listing pages, read while depth allows. Without it every followed link is a "
+                          "target.")
     next: str | None = Field(None, description="Selector of the next page's link, e.g. \"a[rel=next]\".")
     depth: int = Field(0, ge=0, le=5, description="Levels of listing links followed from this page (0: only "
                                                   "this page and its next pages).")
@@ -99,12 +100,14 @@ class Discover(Strict):
         False, description="A target whose sitemap lastmod is not after its last successful scrape is left "
                            "out of sweeps (schedules, `scrape-contracts run`) until its lastmod moves.")
     hosts: list[str] = Field(default_factory=list,
-                             description="Hosts, besides the sources' own, that targets and followed links may "
-                                         "be on (host or host:port).")
-    max_targets: int = Field(50_000, ge=1, le=1_000_000, description="Targets kept at most per discovery run.")
+                             description="Hosts, besides the sources' own, that targets and followed links "
+                                         "may be on (host or host:port).")
+    max_targets: int = Field(50_000, ge=1, le=1_000_000,
+                             description="Targets kept at most per discovery run.")
     max_sitemaps: int = Field(1_000, ge=1, le=100_000, description="Sitemap files read at most per run.")
     max_bytes: int = Field(50_000_000, gt=0, le=500_000_000,
-                           description="Largest sitemap or listing page, after gzip (the protocol's own limit).")
+                           description="Largest sitemap or listing page, after gzip (the protocol's own "
+                                       "limit).")
 
     @field_validator("sitemaps", mode="before")
     @classmethod
@@ -127,7 +130,8 @@ class Discover(Strict):
     @model_validator(mode="after")
     def _has_a_source(self) -> Discover:
         if not self.sitemaps and not self.listings:
-            raise ValueError("discover: needs at least one source: sitemaps: [URL] or listings: [{url, follow}]")
+            raise ValueError("discover: needs at least one source: sitemaps: [URL] or listings: "
+                             "[{url, follow}]")
         return self
 
     def sources(self) -> list[str]:

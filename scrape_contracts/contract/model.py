@@ -150,9 +150,11 @@ class Contract(Strict):
         if isinstance(data, dict) and data.get("discover") is not None and "targets" not in data:
             data = {**data, "targets": {"dynamic": True}}  # discovered targets are dynamic ones
         problems = target_problems(data) if isinstance(data, dict) else []
-        if isinstance(data, dict) and data.get("discover") is not None and isinstance(data.get("targets"), list):
-            problems.append((("discover",), "discover: adds targets at runtime, so the contract's targets must "
-                                            "be dynamic: write `targets: {dynamic: true}` (or leave targets out)"))
+        discovering = isinstance(data, dict) and data.get("discover") is not None
+        if discovering and isinstance(data.get("targets"), list):
+            problems.append((("discover",), "adds targets at runtime, so the contract's targets must be "
+                                            "dynamic: write `targets: {dynamic: true}` (or leave targets "
+                                            "out)"))
         try:
             contract = handler(data)
         except ValidationError as exc:

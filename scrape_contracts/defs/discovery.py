@@ -1,4 +1,4 @@
-"""``scrape/C/targets``: a contract's targets found in its sitemaps and listing pages, with its job and schedule.
+"""``scrape/C/targets``: a contract's targets found in its sitemaps and listing pages; its job and schedule.
 
 Materialising it reads the sources (``service/discovery.py``), records new, back and gone targets in the
 project store, and adds the new ones to the contract's dynamic partitions (the store first: a partition
@@ -70,8 +70,8 @@ def build_discovery_defs(loaded: LoadedContract, *, group_name: str | None = Non
                 description="back: its source lists it again; sweeps scrape it again"))
         for report in found.sources:
             if not report.complete:
-                context.log.warning(f"{report.url} was not read in full, so none of its targets is marked gone: "
-                                    + "; ".join(report.problems[:3]))
+                context.log.warning(f"{report.url} was not read in full, so none of its targets is marked "
+                                    "gone: " + "; ".join(report.problems[:3]))
         context.log.info(f"{name}: {len(found.found)} target(s) found, {len(changes.new)} new, "
                          f"{len(changes.back)} back, {len(changes.gone)} gone")
         return dg.MaterializeResult(metadata=_metadata(found))
@@ -86,7 +86,8 @@ def build_discovery_defs(loaded: LoadedContract, *, group_name: str | None = Non
         cron_schedule=schedule.cron,  # from the contract's discover.schedule (default: daily at midnight)
         execution_timezone=schedule.timezone, default_status=dg.DefaultScheduleStatus.STOPPED,
         tags={TRIGGER_TAG: "schedule"},
-        description=f"Materialises scrape/{name}/targets: reads its sitemaps and listings for new and gone targets."))
+        description=f"Materialises scrape/{name}/targets: reads its sitemaps and listings for new and gone "
+                    "targets."))
 
 
 def _metadata(found: discovery.Discovery) -> dict[str, Any]:

@@ -67,7 +67,8 @@ class AcceptedIOManager(dg.ConfigurableIOManager):
                 return accepted_frame([latest], gone=set(store.gone_targets(contract)))  # one row per record
             return dict(latest.record) if latest else None
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
-        return accepted_frame(store.latest_accepted_all(contract, keys), gone=set(store.gone_targets(contract)))
+        gone = set(store.gone_targets(contract))
+        return accepted_frame(store.latest_accepted_all(contract, keys), gone=gone)
 
 
 def env_or(name: str, default: str) -> str | dg.EnvVar:

@@ -111,7 +111,8 @@ def _requests(context: dg.ScheduleEvaluationContext, contract: Contract, name: s
     ]
     skipped = [f"{key} ({paused[key]})" for key in keys if key in paused]
     if skipped:
-        context.log.info(f"skipping {len(skipped)} target(s) (paused, gone or unchanged): {'; '.join(skipped)}")
+        context.log.info(f"skipping {len(skipped)} target(s) (paused, gone or unchanged): "
+                         f"{'; '.join(skipped)}")
     if not requests:
         if not keys:
             return dg.SkipReason(f"{contract.name} has no targets yet")

@@ -21,7 +21,8 @@ from lxml import etree
 GZIP_MAGIC = b"\x1f\x8b"
 _STEP = 1 << 20  # inflated at most this much per call: memory stays bounded whatever the ratio
 _DOCTYPE = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
-_W3C_PARTIAL = re.compile(r"^(\d{4})(?:-(\d{2}))?$")  # "2026" or "2026-05": lastmod at year or month precision
+# "2026" or "2026-05": a lastmod at year or month precision
+_W3C_PARTIAL = re.compile(r"^(\d{4})(?:-(\d{2}))?$")
 
 
 class SitemapError(ValueError):
@@ -55,15 +56,19 @@ def inflate(data: bytes, max_bytes: int) -> bytes:
         while chunk:
             out += decompressor.decompress(chunk, _STEP)
             if len(out) > max_bytes:
-                raise SitemapError(f"the gzip sitemap inflates to more than {max_bytes} bytes (discover.max_bytes)")
+                raise _too_large(max_bytes)
             chunk = decompressor.unconsumed_tail
         out += decompressor.flush()
         if len(out) > max_bytes:
-            raise SitemapError(f"the gzip sitemap inflates to more than {max_bytes} bytes (discover.max_bytes)")
+            raise _too_large(max_bytes)
         if not decompressor.eof:
             raise SitemapError("the gzip sitemap is cut off (its last member is incomplete)")
         data = decompressor.unused_data.lstrip(b"\x00")  # members may follow; padding may too
     return bytes(out)
+
+
+def _too_large(max_bytes: int) -> SitemapError:
+    return SitemapError(f"the gzip sitemap inflates to more than {max_bytes} bytes (discover.max_bytes)")
 
 
 def read_sitemap(data: bytes, *, max_bytes: int = 50_000_000) -> Sitemap:

@@ -79,7 +79,8 @@ def empty_frame(fields: list[str]) -> pd.DataFrame:
 
 def accepted_frame(versions: list, *, gone: set[str] | frozenset[str] = frozenset()) -> pd.DataFrame:
     """One row per accepted record: a list target (``records:``) gives one row per record of its set, with
-    its ``record_key`` after ``partition`` and ``url``; ``_gone`` last, True for the partitions in ``gone``."""
+    its ``record_key`` after ``partition`` and ``url``; ``_gone`` last, True for the partitions in
+    ``gone``."""
     import pandas as pd
 
     frame = pd.DataFrame(accepted_rows(versions))

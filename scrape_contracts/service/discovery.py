@@ -180,7 +180,8 @@ class _Crawl:
         while queue:
             url, level = queue.popleft()
             if self.sitemaps_read >= self.discover.max_sitemaps:
-                report.problems.append(f"max_sitemaps {self.discover.max_sitemaps} reached before {shown(url)}")
+                limit = self.discover.max_sitemaps
+                report.problems.append(f"max_sitemaps {limit} reached before {shown(url)}")
                 return
             self.sitemaps_read += 1
             page = self._fetch(url, report)
@@ -203,7 +204,8 @@ class _Crawl:
                     report.problems.append(f"{shown(url)} lists a sitemap that is no web address: {exc}")
                     continue
                 if level + 1 >= _INDEX_DEPTH:
-                    report.problems.append(f"{shown(child)}: sitemap indexes nested more than {_INDEX_DEPTH} deep")
+                    report.problems.append(f"{shown(child)}: sitemap indexes nested more than "
+                                           f"{_INDEX_DEPTH} deep")
                 elif child not in seen:
                     seen.add(child)
                     queue.append((child, level + 1))

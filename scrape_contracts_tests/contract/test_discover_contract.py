@@ -18,7 +18,8 @@ def _errors(tmp_path: Path, text: str) -> list[str]:
 
 
 def test_a_discovering_contract_is_dynamic_without_saying_so(tmp_path: Path) -> None:
-    (tmp_path / "shop.yaml").write_text("name: shop\n" + FIELDS + "discover:\n  sitemaps: [https://s.example/sitemap.xml]\n")
+    sitemaps = "discover:\n  sitemaps: [https://s.example/sitemap.xml]\n"
+    (tmp_path / "shop.yaml").write_text("name: shop\n" + FIELDS + sitemaps)
     (loaded,) = load_contracts(tmp_path).contracts
     contract = loaded.contract
     assert contract.is_dynamic and contract.discover.sources() == ["https://s.example/sitemap.xml"]
@@ -43,8 +44,9 @@ def test_every_mistake_in_discover_is_named_with_its_line(tmp_path: Path) -> Non
         """)
     text = "\n".join(errors)
     assert "hunter2" not in text
-    assert "shop.yaml:6: discover.sitemaps[0].url: source URL 'https://s.example/sitemap.xml' carries a user name" in text
-    assert "shop.yaml:7: discover.sitemaps[0].keep: keep '(unclosed' is not a valid regular expression" in text
+    assert ("shop.yaml:6: discover.sitemaps[0].url: source URL 'https://s.example/sitemap.xml' carries a "
+            "user name") in text
+    assert "shop.yaml:7: discover.sitemaps[0].keep: keep '(unclosed' is not a valid regular" in text
     assert "shop.yaml:10: discover.listings[0].follow: invalid CSS selector 'a['" in text
     assert "shop.yaml:11: discover.listings[0].depth" in text
     assert "discover.hosts: hosts are names such as shop.example" in text

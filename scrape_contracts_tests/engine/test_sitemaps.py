@@ -1,5 +1,6 @@
 """Sitemaps from hostile bytes: gzip bombs, entity tricks and external entities are refused, in bounded
-memory; real sitemaps (namespaced or not, gzip, several gzip members, plain text) are read with their lastmod."""
+memory; real sitemaps (namespaced or not, gzip, several gzip members, plain text) are read with their
+lastmod."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from scrape_contracts.engine.crawl import canonical, page_links
 from scrape_contracts.engine.sitemaps import SitemapError, SitemapKind, inflate, parse_lastmod, read_sitemap
 
 UTC = dt.timezone.utc
-URLSET = (b'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+URLSET = (b'<?xml version="1.0" encoding="UTF-8"?>\n'
+          b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
           b'<url><loc> https://shop.example/p/1 </loc><lastmod>2026-05-01</lastmod></url>'
           b'<url><loc>https://shop.example/p/2</loc><lastmod>2026-05-01T10:30:00+02:00</lastmod></url>'
           b'<url><loc>https://shop.example/p/3</loc><lastmod>not a date</lastmod></url>'
@@ -37,7 +39,8 @@ def test_an_index_without_namespace_gzip_in_several_members_and_a_text_sitemap()
     members = gzip.compress(URLSET[:half]) + gzip.compress(URLSET[half:])
     assert len(read_sitemap(members).entries) == 3
     text = read_sitemap(b"\xef\xbb\xbfhttps://s.example/1\n# not a URL\nhttps://s.example/2\r\n")
-    assert (text.kind, [e.loc for e in text.entries]) == (SitemapKind.TEXT, ["https://s.example/1", "https://s.example/2"])
+    assert text.kind is SitemapKind.TEXT
+    assert [e.loc for e in text.entries] == ["https://s.example/1", "https://s.example/2"]
     assert parse_lastmod("2026-05") == dt.datetime(2026, 5, 1, tzinfo=UTC)
     assert parse_lastmod("2026-05-01T10:00Z") == dt.datetime(2026, 5, 1, 10, tzinfo=UTC)
 
@@ -88,5 +91,6 @@ def test_listing_links_are_resolved_canonical_and_kept_once() -> None:
             '<span class="p" data-href="x">not a link</span></body></html>')
     assert page_links(html, "https://shop.example/c/list", "a.p") == [
         "https://shop.example/c/p/1", "https://shop.example/p/1"]
-    assert page_links(html, "https://shop.example/c/list", "a.p::attr(href)")[:1] == ["https://shop.example/c/p/1"]
+    attributes = page_links(html, "https://shop.example/c/list", "a.p::attr(href)")
+    assert attributes[:1] == ["https://shop.example/c/p/1"]
     assert canonical("HTTP://Shop.Example:80/p/1?x=1#frag") == "http://shop.example/p/1?x=1"

@@ -374,7 +374,8 @@ class FetchPolicy:
         return Page(
             status=answer.status, html=html, sha256=hashlib.sha256(answer.body).hexdigest(),
             elapsed_s=state.elapsed(), encoding=encoding, etag=headers.get("etag"),
-            last_modified=headers.get("last-modified"), body=answer.body if self.keep_body else None, **common,
+            last_modified=headers.get("last-modified"), body=answer.body if self.keep_body else None,
+            **common,
         )
 
     def _public_headers(self, headers: httpx.Headers) -> dict[str, str]:

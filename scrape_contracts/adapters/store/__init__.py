@@ -77,7 +77,8 @@ _engines = open_engines  # the tests' handle on the same dict
 
 __all__ = [
     "REVIEW_PAUSE", "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction",
-    "CandidateStatus", "Decision", "DiscoveryChanges", "FoundTarget", "KnownTarget", "Lease", "LeaseGrant", "LeaseLost", "LostLease", "NewCandidate",
+    "CandidateStatus", "Decision", "DiscoveryChanges", "FoundTarget", "KnownTarget", "Lease", "LeaseGrant",
+    "LeaseLost", "LostLease", "NewCandidate",
     "NothingToReview", "OperationalError", "PartitionState", "ProjectStore", "RecordedCandidate", "Review",
     "SelectorConflict", "SelectorSource", "SelectorVersion", "StaleCandidate", "StoreError", "StoreNotFound",
     "StoreTooNew", "StoreUnavailable", "Superseded", "TargetBusy", "accepted", "busy_message", "candidates",

@@ -72,8 +72,9 @@ class DiscoveredTargetsMixin(Connected):
             new = sorted(key for key in found if key not in rows)
             if new:
                 conn.execute(_insert_new(conn), [
-                    {"contract": contract, "partition": key, "url": found[key].url, "source": found[key].source,
-                     "seen_at": now, "lastmod": found[key].lastmod if keep_lastmod else None, "created_at": now}
+                    {"contract": contract, "partition": key, "url": found[key].url,
+                     "source": found[key].source, "seen_at": now, "created_at": now,
+                     "lastmod": found[key].lastmod if keep_lastmod else None}
                     for key in new])
             again = [key for key in found if key in rows]
             back = sorted(key for key in again if rows[key].gone_at is not None)
@@ -131,8 +132,8 @@ class DiscoveredTargetsMixin(Connected):
             for row in rows:
                 lastmod, success = _aware(row.lastmod), _aware(row.last_success_at)
                 if lastmod <= success and row.partition not in skipped:
-                    skipped[row.partition] = (f"unchanged: lastmod {lastmod:%Y-%m-%d %H:%M} is not after its last "
-                                              f"scrape ({success:%Y-%m-%d %H:%M} UTC)")
+                    skipped[row.partition] = (f"unchanged: lastmod {lastmod:%Y-%m-%d %H:%M} is not after its "
+                                              f"last scrape ({success:%Y-%m-%d %H:%M} UTC)")
         # a pause says the most (a person's, a review's): it wins over the others
         skipped.update(self.paused_partitions(contract))  # type: ignore[attr-defined]
         return skipped

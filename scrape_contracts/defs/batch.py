@@ -160,7 +160,9 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
         """Scrape many targets at once; each target's outcome is recorded on its own partition."""
         hold_connections(context.instance)
         project_store = store.get()
-        paused = project_store.paused_partitions(name)
+        # paused, gone from their source (discover:), or unchanged since their sitemap lastmod
+        forced = config.force or context.run.tags.get(FORCE_TAG) == "true"
+        paused = project_store.skipped_partitions(name, unchanged=contract.skips_unchanged and not forced)
         keys = list(config.partitions) or partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
         urls = target_urls(loaded, project_store)
         targets, skipped = [], []
@@ -173,7 +175,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
                 targets.append(BatchTarget(key, urls[key]))
         runner = BatchRunner(
             loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
-            force=config.force or context.run.tags.get(FORCE_TAG) == "true", reextract=config.reextract,
+            force=forced, reextract=config.reextract,
             settings=BatchSettings(per_host=contract.fetch.concurrency, max_connections=settings.max_connections(),
                                    parse_workers=settings.parse_workers()),
             ended=run_ended(context.instance),

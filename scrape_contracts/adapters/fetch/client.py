@@ -64,6 +64,7 @@ class HttpFetcherBase:
         sleep: Callable[[float], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        keep_body: bool = False,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -81,6 +82,7 @@ class HttpFetcherBase:
             scrub=Scrubber([*caller_headers.values(), *secrets]),
             clock=clock,
             wall_clock=wall_clock,
+            keep_body=keep_body,
         )
         self.allow_private_addresses = allow_private_addresses
         self.max_connections = max_connections

@@ -60,7 +60,8 @@ class InlineAsyncFetcher(AsyncClosesOnExit):
 
 
 def _adapter_for(
-    settings: FetchSettings, base_dir: Path, environ: Mapping[str, str] | None, http: Callable[..., Any]
+    settings: FetchSettings, base_dir: Path, environ: Mapping[str, str] | None, http: Callable[..., Any],
+    **options: Any,
 ) -> Any:
     if settings.adapter == "fixture":
         assert settings.fixture_dir, "FetchSettings validation guarantees fixture_dir for the fixture adapter"
@@ -85,6 +86,7 @@ def _adapter_for(
         retries=settings.retries,
         allow_private_addresses=settings.allow_private_addresses,
         secrets=expanded.secrets,
+        **options,
     )
 
 
@@ -101,7 +103,8 @@ def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, 
 
 
 def fetcher_for(
-    settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None
+    settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None,
+    keep_body: bool = False,
 ) -> Fetcher:
     """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder,
     and must stay inside the folders ``contract.paths`` allows (a fetcher whose ``fetch`` raises FetchError
@@ -110,9 +113,11 @@ def fetcher_for(
     ``${NAME}`` in ``fetch.headers`` values is expanded here, per fetch, from ``environ`` (default
     ``os.environ``), so secrets stay out of the loaded contract and a rotated secret is picked up by the
     next run. An unset or empty variable gives a fetcher whose ``fetch`` raises FetchError
-    'invalid_config' naming the header and the variable.
+    'invalid_config' naming the header and the variable. ``keep_body``: each HTTP ``Page`` also holds the
+    body's bytes (``Page.body``; fixture pages always do).
     """
-    return _adapter_for(settings, base_dir, environ, HttpFetcher)
+    options = {"keep_body": True} if keep_body else {}
+    return _adapter_for(settings, base_dir, environ, HttpFetcher, **options)
 
 
 def async_fetcher_for(

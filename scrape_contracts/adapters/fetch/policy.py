@@ -220,6 +220,8 @@ class FetchPolicy:
     clock: Callable[[], float] = time.monotonic
     # Retry-After HTTP-dates are wall-clock times
     wall_clock: Callable[[], float] = time.time
+    # the Page carries the body's bytes too (discovery reads gzip sitemaps); off: pages are held once
+    keep_body: bool = False
 
     def __post_init__(self) -> None:
         if min(self.timeout_s, self.deadline_s, self.max_bytes) <= 0 or min(
@@ -372,7 +374,8 @@ class FetchPolicy:
         return Page(
             status=answer.status, html=html, sha256=hashlib.sha256(answer.body).hexdigest(),
             elapsed_s=state.elapsed(), encoding=encoding, etag=headers.get("etag"),
-            last_modified=headers.get("last-modified"), **common,
+            last_modified=headers.get("last-modified"), body=answer.body if self.keep_body else None,
+            **common,
         )
 
     def _public_headers(self, headers: httpx.Headers) -> dict[str, str]:

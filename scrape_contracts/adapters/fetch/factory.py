@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from scrape_contracts.adapters.fetch.fixture import FixtureFetcher
 from scrape_contracts.adapters.fetch.http import HttpFetcher
 from scrape_contracts.adapters.fetch.http_async import AsyncHttpFetcher
+from scrape_contracts.adapters.fetch.pace import AsyncPacer, SyncPacer, limits_for
 from scrape_contracts.adapters.fetch.page import (
     AsyncClosesOnExit, AsyncFetcher, ClosesOnExit, Fetcher, FetchError, Page,
 )
@@ -85,6 +86,8 @@ def _adapter_for(
         retries=settings.retries,
         allow_private_addresses=settings.allow_private_addresses,
         secrets=expanded.secrets,
+        user_agent=settings.agent,
+        robots_agent=settings.agent if settings.robots == "obey" else None,
     )
 
 
@@ -112,7 +115,8 @@ def fetcher_for(
     next run. An unset or empty variable gives a fetcher whose ``fetch`` raises FetchError
     'invalid_config' naming the header and the variable.
     """
-    return _adapter_for(settings, base_dir, environ, HttpFetcher)
+    http = functools.partial(HttpFetcher, pacer=SyncPacer(limits_for(settings)))
+    return _adapter_for(settings, base_dir, environ, http)
 
 
 def async_fetcher_for(
@@ -121,14 +125,17 @@ def async_fetcher_for(
     *,
     environ: Mapping[str, str] | None = None,
     max_connections: int = 100,
+    pacer: AsyncPacer | None = None,
 ) -> AsyncFetcher:
     """``fetcher_for`` for a batch: ``await fetcher.fetch(url, etag=, last_modified=)`` from many tasks,
     then ``await fetcher.aclose()`` (or ``async with``). ``max_connections`` is the HTTP pool size (the
     browser adapter: pages rendered at once, at most ``fetch.browser.pages``); keep the number of fetches in
-    flight at or below it, or the rest wait for a free connection."""
+    flight at or below it, or the rest wait for a free connection. ``pacer``: the run's host budgets (default:
+    the contract's ``concurrency``/``rate``/``throttle``, for this fetcher's tasks)."""
     if settings.adapter == "browser":
         # one browser per calling process; max_connections bounds its pages as it bounds HTTP connections
         return _browser_for(settings, environ, sync=False, max_pages=max_connections)
-    http = functools.partial(AsyncHttpFetcher, max_connections=max_connections)
+    http = functools.partial(AsyncHttpFetcher, max_connections=max_connections,
+                             pacer=pacer or AsyncPacer(limits_for(settings)))
     fetcher = _adapter_for(settings, base_dir, environ, http)
     return fetcher if isinstance(fetcher, AsyncHttpFetcher) else InlineAsyncFetcher(fetcher)

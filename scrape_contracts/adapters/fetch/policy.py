@@ -1,9 +1,16 @@
 """The decisions of one HTTP fetch, written once for the sync and the async client (sans-IO).
 
-``FetchPolicy.plan(url)`` walks a fetch step by step: it yields the I/O it needs (``CheckAddress``,
-``Sleep``, ``Exchange``), the client performs each and hands back the result or the exception, and at the
-end the plan holds the ``Page`` or raises ``FetchError``. Retries, Retry-After, redirects, the deadline,
-the size limit and the wording of every failure live here, so the two clients cannot drift apart.
+``FetchPolicy.plan(url)`` walks a fetch step by step: it yields the I/O it needs (``CheckRobots``, ``Turn``,
+``CheckAddress``, ``Sleep``, ``Exchange``), the client performs each and hands back the result or the
+exception, and at the end the plan holds the ``Page`` or raises ``FetchError``. Retries, Retry-After,
+redirects, the deadline, the size limit and the wording of every failure live here, so the two clients
+cannot drift apart.
+
+Politeness is the client's (adapters/fetch/pace.py, adapters/robots.py): before each hop the plan asks
+whether robots.txt allows it (``CheckRobots``), and before each attempt it waits for its turn at the host
+(``Turn``: a slot within the host's concurrency, the request rate). The slot is held until that attempt's
+``Exchange`` ends, never through a ``Sleep``: a page waiting out a Retry-After leaves its slot to others.
+The wait for a turn is the crawl's queueing, not the page's: it does not count against the deadline.
 """
 
 from __future__ import annotations
@@ -60,6 +67,28 @@ class Sleep:
 
 
 @dataclass(frozen=True)
+class Turn:
+    """Wait for a slot at ``url``'s host (concurrency, rate); return the seconds waited. The slot is the
+    client's to release when the next ``Exchange`` ends (or at any other step, or the plan's end)."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class CheckRobots:
+    """Does robots.txt let ``url`` be fetched? Return None when it does, else a ``RobotsRefusal``."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class RobotsRefusal:
+    kind: str  # "robots_disallowed" (a rule) or "robots_unavailable" (robots.txt could not be read)
+    detail: str
+    transient: bool = False
+
+
+@dataclass(frozen=True)
 class CheckAddress:
     """Run the address guard on ``url``: return what ``AddressGuard.check`` returns (the addresses
     checked), or raise AddressBlocked / ResolutionFailed."""
@@ -92,6 +121,7 @@ class _State:
     requested_url: str
     clock: Callable[[], float]
     deadline_s: float
+    robots: bool = True
     started: float = 0.0
     attempts: list[dict[str, Any]] = field(default_factory=list)
 
@@ -163,7 +193,7 @@ class Exchange:
         return self._answer
 
 
-Step = Sleep | CheckAddress | Exchange
+Step = Sleep | Turn | CheckRobots | CheckAddress | Exchange
 
 
 class Plan:
@@ -230,8 +260,10 @@ class FetchPolicy:
                 "backoff_s >= 0"
             )
 
-    def plan(self, url: str, etag: str | None = None, last_modified: str | None = None) -> Plan:
-        state = _State(url, self.clock, self.deadline_s)
+    def plan(self, url: str, etag: str | None = None, last_modified: str | None = None, *,
+             robots: bool = True) -> Plan:
+        """``robots``: ask ``CheckRobots`` before each hop (not for robots.txt itself)."""
+        state = _State(url, self.clock, self.deadline_s, robots)
         return Plan(self._fetch(state, url, etag, last_modified))
 
     def _fetch(
@@ -250,6 +282,12 @@ class FetchPolicy:
         while True:
             # caller headers carry credentials meant for the contract's site, not for wherever it redirects
             caller_headers = self.headers if origin(current) == first_origin else {}
+            if state.robots:
+                refusal = yield CheckRobots(current)
+                if refusal is not None:
+                    where = redact_url(current) if current != url else None
+                    raise self._error(state, refusal.kind, url, messages.robots(refusal.detail, where),
+                                      transient=refusal.transient)
             answer = yield from self._hop(state, current, previous, {**caller_headers, **conditional})
             if answer.status not in REDIRECT_STATUSES:
                 return self._page(state, current, answer, etag, last_modified)
@@ -276,6 +314,8 @@ class FetchPolicy:
         while True:
             if wait:
                 yield Sleep(wait)
+            waited = yield Turn(url)
+            state.started += waited or 0.0  # the host's queue is the crawl's time, not the page's
             remaining = state.remaining()
             if remaining <= 0:
                 raise self._deadline_error(state, url, None)

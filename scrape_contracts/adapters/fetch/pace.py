@@ -9,7 +9,10 @@ Back-off (``throttle``), like Scrapy's AutoThrottle in spirit, as a window of sl
 
 - 429, 503 or no answer (timeout, broken connection): the window halves (at least 1 slot), once per round
   trip however many answers say so; a 429's Retry-After also holds every request to the host until then
-  (a 503's Retry-After is waited out by the page that got it, by the fetch policy);
+  (a 503's Retry-After is waited out by the page that got it, by the fetch policy); from the second such
+  answer in a row the host is held a little longer each time (``FAILING_HOLD_S``, doubling), and while its
+  last answer was one of these its waiting retries count as its fetches (``failing``), so a host in trouble
+  is not handed target after target while the earlier ones wait to retry;
 - an answer much slower than the host's fastest (``SLOW_FACTOR`` times it, and ``SLOW_MARGIN_S`` more): one
   slot less;
 - any other answer: the window grows back by 1/window (one slot per window's worth of answers), up to the
@@ -27,6 +30,8 @@ from dataclasses import dataclass, field
 SLOW_FACTOR = 3.0
 SLOW_MARGIN_S = 0.5
 MAX_HOLD_S = 120.0  # longest interval or Retry-After hold a host may impose (a hostile robots.txt or header)
+FAILING_HOLD_S = 0.25
+MAX_FAILING_HOLD_S = 4.0  # a host that is down is the breaker's to give up on (service/breaker.py), not this
 _BACK_OFF_STATUSES = frozenset({429, 503})
 
 
@@ -54,6 +59,7 @@ class HostPace:
     fastest: float | None = None
     latency: float | None = None  # smoothed
     last_cut: float = float("-inf")
+    failing: int = 0  # back-off answers in a row
     started: int = 0
     peak: int = 0
 
@@ -87,10 +93,15 @@ class HostPace:
         if not self.limits.throttle:
             return
         if status is None or status in _BACK_OFF_STATUSES:
+            self.failing += 1
             if status == 429 and retry_after_s:
                 self.hold_until = max(self.hold_until, now + min(retry_after_s, MAX_HOLD_S))
+            if self.failing >= 2:
+                hold = min(MAX_FAILING_HOLD_S, FAILING_HOLD_S * 2 ** min(self.failing - 2, 16))
+                self.hold_until = max(self.hold_until, now + hold)
             self._cut(now, halve=True)
             return
+        self.failing = 0
         took = max(0.0, now - started)
         self.fastest = took if self.fastest is None else min(self.fastest, took)
         self.latency = took if self.latency is None else 0.7 * self.latency + 0.3 * took
@@ -147,6 +158,7 @@ class AsyncPacer(_Base):
         self.sleep = sleep
         self._gates: dict[str, _Gate] = {}
         self.listeners: list[Callable[[str], None]] = []
+        self.resting = 0  # requests waiting out a retry, over all hosts
 
     def _gate(self, host: str) -> _Gate:
         gate = self._gates.get(host)
@@ -158,8 +170,10 @@ class AsyncPacer(_Base):
         return self.pace(host).slots
 
     def sleeping(self, host: str) -> int:
+        """Requests of ``host`` waiting out a retry, holding no slot (none while the host is failing: then
+        they count as its fetches, see the module's notes)."""
         gate = self._gates.get(host)
-        return gate.sleeping if gate else 0
+        return gate.sleeping if gate and not self.pace(host).failing else 0
 
     async def take(self, host: str) -> Ticket:
         pace, gate = self.pace(host), self._gate(host)
@@ -189,11 +203,13 @@ class AsyncPacer(_Base):
         """Wait ``seconds`` for a retry, holding no slot: the host's other targets may go meanwhile."""
         gate = self._gate(host)
         gate.sleeping += 1
+        self.resting += 1
         self._changed(host)
         try:
             await (sleep or self.sleep)(seconds)
         finally:
             gate.sleeping -= 1
+            self.resting -= 1
 
     def _changed(self, host: str) -> None:
         for listener in self.listeners:

@@ -9,10 +9,10 @@ Back-off (``throttle``), like Scrapy's AutoThrottle in spirit, as a window of sl
 
 - 429, 503 or no answer (timeout, broken connection): the window halves (at least 1 slot), once per round
   trip however many answers say so; a 429's Retry-After also holds every request to the host until then
-  (a 503's Retry-After is waited out by the page that got it, by the fetch policy); from the second such
-  answer in a row the host is held a little longer each time (``FAILING_HOLD_S``, doubling), and while its
-  last answer was one of these its waiting retries count as its fetches (``failing``), so a host in trouble
-  is not handed target after target while the earlier ones wait to retry;
+  (a 503's Retry-After is waited out by the page that got it, by the fetch policy, holding no slot); from
+  the second such answer in a row (``failing``) the host is held a little longer each time
+  (``FAILING_HOLD_S``, doubling) and its waiting retries count as its fetches, so a host in trouble is not
+  handed target after target while the earlier ones wait to retry (one 503 now and then costs nothing);
 - an answer much slower than the host's fastest (``SLOW_FACTOR`` times it, and ``SLOW_MARGIN_S`` more): one
   slot less;
 - any other answer: the window grows back by 1/window (one slot per window's worth of answers), up to the
@@ -173,7 +173,7 @@ class AsyncPacer(_Base):
         """Requests of ``host`` waiting out a retry, holding no slot (none while the host is failing: then
         they count as its fetches, see the module's notes)."""
         gate = self._gates.get(host)
-        return gate.sleeping if gate and not self.pace(host).failing else 0
+        return gate.sleeping if gate and self.pace(host).failing < 2 else 0
 
     async def take(self, host: str) -> Ticket:
         pace, gate = self.pace(host), self._gate(host)

@@ -39,6 +39,9 @@ class HostPlan:
     hold_timeout_s: float = 10.0
     # path → answers for its first requests, in order: (status, headers); then the page
     scripted: dict[str, list[tuple[int, dict[str, str]]]] = field(default_factory=dict)
+    # path → seconds: since ``reset()``, its first request is a 503 with that Retry-After, and so is every
+    # request before those seconds have passed (a client that ignores Retry-After gets 503s again)
+    busy: dict[str, float] = field(default_factory=dict)
     page: Callable[[str], str] = lambda path: f"<html><body><h1 id='title'>{path}</h1></body></html>"
 
 
@@ -48,6 +51,7 @@ class _Host:
         self.in_flight = 0
         self.peak = 0
         self.reached = False
+        self.busy_since: dict[str, float] = {}
         self.changed: asyncio.Condition | None = None
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
@@ -89,6 +93,7 @@ class HostsSite:
             self.seen.clear()
         for host in self.hosts.values():
             host.peak = 0
+            host.busy_since.clear()
 
     def close(self) -> None:
         async def stop() -> None:
@@ -163,8 +168,12 @@ class HostsSite:
                         except asyncio.TimeoutError:
                             pass
                 script = plan.scripted.get(path)
+                busy_for = plan.busy.get(path)
+                since = host.busy_since.setdefault(path, start) if busy_for else 0.0
                 if script:
                     status, extra = script.pop(0)
+                elif busy_for and start - since < busy_for:
+                    status, extra = 503, {"Retry-After": str(max(1, round(busy_for - (start - since))))}
                 else:
                     body = plan.page(path).encode()
                     etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'

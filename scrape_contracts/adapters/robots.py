@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from protego import Protego
 
 from scrape_contracts.adapters.fetch.page import FetchError, Page
-from scrape_contracts.adapters.fetch.policy import RobotsRefusal
+from scrape_contracts.adapters.fetch.steps import RobotsRefusal
 from scrape_contracts.adapters.fetch.urls import redact_url
 
 _ALLOW_ALL_KINDS = frozenset({"too_many_redirects"})

@@ -50,7 +50,9 @@ from scrape_contracts.service.batch_worker import (
 
 @dataclass(frozen=True)
 class BatchSettings:
-    max_connections: int = 32  # requests in flight over all hosts (each host's budget: the contract's fetch:)
+    # requests in flight over all hosts (each host's budget: the contract's fetch:); None: enough for every host
+    # of the batch to use its whole concurrency at once, at least 32 and at most 256
+    max_connections: int | None = None
     parse_workers: int = 2  # processes that parse; 0: one thread of the run's process (and one that fetches)
     chunk_size: int = 100  # targets per store transaction
     flush_seconds: float = 1.0  # commit a partial chunk after this long, so progress shows while fetching
@@ -163,7 +165,7 @@ class BatchRunner:
         fetch_job = FetchJob(count, self.loaded, self.fetch_settings, str(self.artifacts.root), tuple(targets),
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
-                             self._selectors, self.settings.max_connections, count, self.force, pages)
+                             self._selectors, self._connections(targets), count, self.force, pages)
         start(fetch_main, (fetch_job, fetched, results))
         try:
             yield from self._consume(results, workers, targets, fetched, count)
@@ -173,6 +175,14 @@ class BatchRunner:
                 if worker.is_alive() and not in_threads:
                     worker.terminate()
             self.stats.finished = time.monotonic()
+
+    def _connections(self, targets: Sequence[BatchTarget]) -> int:
+        if self.settings.max_connections is not None:
+            return self.settings.max_connections
+        from scrape_contracts.adapters.robots import host_key
+
+        hosts = len({host_key(t.url) for t in targets})
+        return min(256, max(32, hosts * getattr(self.fetch_settings, "concurrency", 4)))
 
     # -- heal, commit, report -------------------------------------------------------------------------------
     def _consume(self, results: Any, workers: list[Any], targets: Sequence[BatchTarget], fetched: Any,

@@ -98,9 +98,63 @@ def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, 
 
     options = dict(browser=settings.browser_settings, timeout_s=settings.timeout_s,
                    deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
-                   max_redirects=settings.max_redirects,
+                   max_redirects=settings.max_redirects, user_agent=settings.agent,
                    allow_private_addresses=settings.allow_private_addresses, environ=environ)
-    return BrowserFetcher(**options) if sync else AsyncBrowserFetcher(max_pages=max_pages, **options)
+    browser = BrowserFetcher(**options) if sync else AsyncBrowserFetcher(max_pages=max_pages, **options)
+    if settings.robots != "obey":
+        return browser
+    # Chromium asks for the target page itself: robots.txt is read over HTTP, behind the same guard, first
+    robots = (HttpFetcher if sync else AsyncHttpFetcher)(
+        timeout_s=settings.timeout_s, deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
+        max_redirects=settings.max_redirects, retries=settings.retries, user_agent=settings.agent,
+        allow_private_addresses=settings.allow_private_addresses, robots_agent=settings.agent)
+    return RobotsChecked(browser, robots) if sync else AsyncRobotsChecked(browser, robots)
+
+
+def _robots_error(url: str, refusal: Any) -> FetchError:
+    from scrape_contracts.adapters.fetch.messages import robots
+
+    safe_url = redact_url(url)
+    return FetchError(f"GET {safe_url} {robots(refusal.detail, None)}", kind=refusal.kind, url=safe_url,
+                      transient=refusal.transient)
+
+
+class RobotsChecked(ClosesOnExit):
+    """A fetcher that does not read robots.txt itself (the browser), asking an HTTP fetcher first."""
+
+    def __init__(self, fetcher: Any, robots: HttpFetcher) -> None:
+        self.fetcher, self.robots = fetcher, robots
+
+    def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
+        refusal = self.robots.robots_refusal(url)
+        if refusal is not None:
+            raise _robots_error(url, refusal)
+        return self.fetcher.fetch(url, etag=etag, last_modified=last_modified)
+
+    def close(self) -> None:
+        try:
+            self.fetcher.close()
+        finally:
+            self.robots.close()
+
+
+class AsyncRobotsChecked(AsyncClosesOnExit):
+    """``RobotsChecked`` for a batch."""
+
+    def __init__(self, fetcher: Any, robots: AsyncHttpFetcher) -> None:
+        self.fetcher, self.robots = fetcher, robots
+
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
+        refusal = await self.robots.robots_refusal(url)
+        if refusal is not None:
+            raise _robots_error(url, refusal)
+        return await self.fetcher.fetch(url, etag=etag, last_modified=last_modified)
+
+    async def aclose(self) -> None:
+        try:
+            await self.fetcher.aclose()
+        finally:
+            await self.robots.aclose()
 
 
 def fetcher_for(

@@ -13,7 +13,8 @@ from scrape_contracts.adapters.fetch.connect import pinned_to
 from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import ClosesOnExit, Page
 from scrape_contracts.adapters.fetch.pace import Ticket
-from scrape_contracts.adapters.fetch.policy import CheckAddress, CheckRobots, Exchange, RobotsRefusal, Sleep, Turn
+from scrape_contracts.adapters.fetch.policy import Exchange
+from scrape_contracts.adapters.fetch.steps import CheckAddress, CheckRobots, RobotsRefusal, Sleep, Turn
 from scrape_contracts.adapters.fetch.transport import SyncTransport
 from scrape_contracts.adapters.robots import host_key, robots_url, rules_from
 
@@ -62,7 +63,7 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
                         else:
                             self._sleep(step.seconds)
                     elif isinstance(step, CheckRobots):
-                        plan.result = self._robots_refusal(step.url)
+                        plan.result = self.robots_refusal(step.url)
                     else:
                         plan.result = self._guard.check(step.url)
         finally:
@@ -70,7 +71,7 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
                 self._give_back(held, None)
         return plan.page
 
-    def _robots_refusal(self, url: str) -> RobotsRefusal | None:
+    def robots_refusal(self, url: str) -> RobotsRefusal | None:
         """Read the host's robots.txt the first time it is needed in this fetcher's life (one run), once."""
         assert self.robots_agent is not None
         key = host_key(url)

@@ -20,7 +20,8 @@ from scrape_contracts.adapters.fetch.connect import pinned_to
 from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, Page
 from scrape_contracts.adapters.fetch.pace import Ticket
-from scrape_contracts.adapters.fetch.policy import CheckAddress, CheckRobots, Exchange, RobotsRefusal, Sleep, Turn
+from scrape_contracts.adapters.fetch.policy import Exchange
+from scrape_contracts.adapters.fetch.steps import CheckAddress, CheckRobots, RobotsRefusal, Sleep, Turn
 from scrape_contracts.adapters.fetch.pool import AsyncPool
 from scrape_contracts.adapters.netguard import Resolver, system_resolver
 from scrape_contracts.adapters.robots import host_key, robots_url, rules_from
@@ -95,7 +96,7 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
                         else:
                             await self._sleep(step.seconds)
                     elif isinstance(step, CheckRobots):
-                        plan.result = await self._robots_refusal(step.url)
+                        plan.result = await self.robots_refusal(step.url)
                     else:
                         plan.result = await self._check_address(step.url)
         finally:
@@ -103,7 +104,7 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
                 self._give_back(held, None)
         return plan.page
 
-    async def _robots_refusal(self, url: str) -> RobotsRefusal | None:
+    async def robots_refusal(self, url: str) -> RobotsRefusal | None:
         """Read the host's robots.txt the first time it is needed in this fetcher's life (one run), once."""
         assert self.robots_agent is not None
         key = host_key(url)

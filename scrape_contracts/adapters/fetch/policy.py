@@ -33,6 +33,7 @@ from scrape_contracts.adapters.fetch.page import FetchError, Page
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
 from scrape_contracts.adapters.netguard import OPT_IN_HINT, AddressBlocked, ResolutionFailed
+from scrape_contracts.adapters.fetch.steps import Answer, CheckAddress, CheckRobots, Sleep, Turn
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -59,49 +60,6 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-@dataclass(frozen=True)
-class Sleep:
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Turn:
-    """Wait for a slot at ``url``'s host (concurrency, rate); return the seconds waited. The slot is the
-    client's to release when the next ``Exchange`` ends (or at any other step, or the plan's end)."""
-
-    url: str
-
-
-@dataclass(frozen=True)
-class CheckRobots:
-    """Does robots.txt let ``url`` be fetched? Return None when it does, else a ``RobotsRefusal``."""
-
-    url: str
-
-
-@dataclass(frozen=True)
-class RobotsRefusal:
-    kind: str  # "robots_disallowed" (a rule) or "robots_unavailable" (robots.txt could not be read)
-    detail: str
-    transient: bool = False
-
-
-@dataclass(frozen=True)
-class CheckAddress:
-    """Run the address guard on ``url``: return what ``AddressGuard.check`` returns (the addresses
-    checked), or raise AddressBlocked / ResolutionFailed."""
-
-    url: str
-
-
-@dataclass
-class Answer:
-    status: int
-    reason: str
-    headers: httpx.Headers
-    body: bytes | None
 
 
 class _DeadlinePassed(Exception):

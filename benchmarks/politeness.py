@@ -30,6 +30,7 @@ What it does:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -137,13 +138,13 @@ def scrapy_python(venv: Path) -> Path:
 
 
 SPIDER = '''
-import json, sys, scrapy
+import json, scrapy
 
 class Shop(scrapy.Spider):
     name = "shop"
 
-    def start_requests(self):
-        for url in json.load(open(sys.argv[-1])):
+    async def start(self):
+        for url in json.load(open(self.urls)):
             yield scrapy.Request(url, dont_filter=True)
 
     def parse(self, response):
@@ -166,7 +167,7 @@ def scrapy_sweep(python: Path, work: Path, urls: list[str], site: Site, sweep: i
     command = [str(python), "-m", "scrapy", "runspider", str(spider), "-O", f"{items}:jsonlines"]
     for name, value in settings.items():
         command += ["-s", f"{name}={value}"]
-    command += ["-a", f"urls={url_file}", str(url_file)]
+    command += ["-a", f"urls={url_file}"]
     took = timed(command, {**os.environ, "PYTHONPATH": ""}, log)
     got = sum(1 for line in items.read_text().splitlines() if '"price": "$' in line) if items.exists() else 0
     return took, got
@@ -194,7 +195,10 @@ def main() -> int:
     parser.add_argument("--profile", choices=["postgres", "sqlite"], default=None,
                         help="the product's instance profile (default: postgres when reachable)")
     parser.add_argument("--skip-scrapy", action="store_true")
+    parser.add_argument("--skip-product", action="store_true", help="Scrapy only (to check its setup)")
     parser.add_argument("--scrapy-venv", type=Path, default=Path(tempfile.gettempdir()) / "scrape-contracts-scrapy-venv")
+    parser.add_argument("--product", type=Path, default=REPO,
+                        help="the checkout whose scrape_contracts the product sweeps run (to compare builds)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.hosts < 1 or args.hosts > 250:
@@ -217,23 +221,25 @@ def main() -> int:
 
         def record(label: str, took: float, got: int) -> None:
             peak = max(server.peak(h) for h in site.plans)
+            seen = [s for s in server.seen if s.path != "/robots.txt"]
+            # when the site saw its last page asked: the rest of the command is recording and its own start/end
+            fetching = max(s.end for s in seen) - min(s.start for s in seen) if seen else 0.0
             rows.append({"path": label, "seconds": round(took, 2), "efficiency": round(bound / took, 3),
-                         "pages": got, "max_in_flight_per_host": peak})
-            print(f"{label:<34} {took:8.2f}s  efficiency {bound / took:5.3f}  pages {got}/{total}  "
-                  f"max in flight per host {peak}", flush=True)
+                         "pages": got, "max_in_flight_per_host": peak, "fetching_s": round(fetching, 2)})
+            print(f"{label:<40} {took:7.2f}s  efficiency {bound / took:5.3f}  pages {got}/{total}  max in flight "
+                  f"per host {peak}  (first to last request {fetching:.2f}s)", flush=True)
             server.reset()
 
-        import contextlib
-
-        with contextlib.ExitStack() as stack:
-            instance = stack.enter_context(postgres_instance(work, contracts)) if profile == "postgres" \
-                else sqlite_instance(work, contracts)
-            command = [str(BIN / "scrape-contracts"), "--contracts-dir", str(contracts), "run", CONTRACT]
-            env = {**instance.env, "SCRAPE_CONTRACTS_DB_URL": instance.db_url,
-                   "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-            server.reset()
-            record(f"scrape-contracts, first ({profile})", timed(command, env, log), accepted_count(env))
-            record(f"scrape-contracts, unchanged ({profile})", timed(command, env, log), accepted_count(env))
+        if not args.skip_product:
+            with contextlib.ExitStack() as stack:
+                instance = stack.enter_context(postgres_instance(work, contracts)) if profile == "postgres" \
+                    else sqlite_instance(work, contracts)
+                command = [str(BIN / "scrape-contracts"), "--contracts-dir", str(contracts), "run", CONTRACT]
+                env = {**instance.env, "SCRAPE_CONTRACTS_DB_URL": instance.db_url,
+                       "PYTHONPATH": str(args.product.resolve())}
+                server.reset()
+                record(f"scrape-contracts, first ({profile})", timed(command, env, log), accepted_count(env))
+                record(f"scrape-contracts, unchanged ({profile})", timed(command, env, log), accepted_count(env))
         if not args.skip_scrapy:
             python = scrapy_python(args.scrapy_venv)
             urls = [server.url(h, p) for h, ps in site.paths.items() for p in ps]

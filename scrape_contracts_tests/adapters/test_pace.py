@@ -48,14 +48,34 @@ def test_a_429_with_retry_after_holds_the_whole_host_and_halves_its_window() -> 
     assert pace.delay(2.1) == 0
 
 
-def test_a_503_halves_the_window_once_per_round_trip_and_answers_grow_it_back() -> None:
+def test_a_503_costs_a_slot_repeated_ones_halve_the_window_once_per_round_trip_and_answers_grow_it_back() -> None:
     pace = HostPace(HostLimits(concurrency=4))
     pace.start(0.0)
     pace.finish(0.5, 0.0, 200)  # the host's round trip: 0.5 s
+    pace.start(0.5)
+    pace.finish(1.0, 0.5, 503)  # one 503 now and then: one slot less
+    assert pace.slots == 3
+    pace.start(2.0)
+    pace.finish(2.5, 2.0, 200)
+    assert pace.slots == 3
+    pace = HostPace(HostLimits(concurrency=4))
+    pace.start(0.0)
+    pace.finish(0.5, 0.0, 200)
     for _ in range(4):
         pace.start(1.0)
     for _ in range(4):  # four 503s of the same round: one cut, not four
         pace.finish(1.5, 1.0, 503)
+    assert pace.slots == 3
+    for _ in range(3):  # the next round fails too: the host is failing, the window halves
+        pace.start(2.0)
+    for _ in range(3):
+        pace.finish(2.5, 2.0, 503)
+    assert pace.slots == 1
+    pace = HostPace(HostLimits(concurrency=4))
+    pace.start(0.0)
+    pace.finish(0.5, 0.0, 200)
+    pace.start(1.0)
+    pace.finish(1.5, 1.0, 429)  # a 429 halves at once
     assert pace.slots == 2
     pace.start(2.0)
     pace.finish(2.5, 2.0, 200)

@@ -7,8 +7,9 @@ back when that attempt's exchange ends, so a page waiting out a Retry-After hold
 
 Back-off (``throttle``), like Scrapy's AutoThrottle in spirit, as a window of slots (AIMD):
 
-- 429, 503 or no answer (timeout, broken connection): the window halves (at least 1 slot), once per round
-  trip however many answers say so; a 429's Retry-After also holds every request to the host until then
+- 429: the window halves (at least 1 slot), and its Retry-After holds every request to the host until then;
+- 503 or no answer (timeout, broken connection): one slot less, and from the second in a row the window
+  halves; a cut happens once per round trip however many answers say so
   (a 503's Retry-After is waited out by the page that got it, by the fetch policy, holding no slot); from
   the second such answer in a row (``failing``) the host is held a little longer each time
   (``FAILING_HOLD_S``, doubling) and its waiting retries count as its fetches, so a host in trouble is not
@@ -99,7 +100,8 @@ class HostPace:
             if self.failing >= 2:
                 hold = min(MAX_FAILING_HOLD_S, FAILING_HOLD_S * 2 ** min(self.failing - 2, 16))
                 self.hold_until = max(self.hold_until, now + hold)
-            self._cut(now, halve=True)
+            # a 429 is about this client's pace; one 503 now and then may be one page's trouble
+            self._cut(now, halve=status == 429 or self.failing >= 2)
             return
         self.failing = 0
         took = max(0.0, now - started)

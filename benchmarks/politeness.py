@@ -14,6 +14,8 @@ What it does:
    small quick ones), so that the sweep is bound by the hosts' politeness rather than by how fast a run can
    record its targets; pages carry an ETag, and If-None-Match gets a 304; ``--busy`` of the pages (2%)
    answer 503 with Retry-After: 1 to their first request of a sweep and to any request within that second;
+   the contract lists the targets one page of each host in turn (``--order``: a merged listing's order;
+   dealt round-robin to two workers, each host's pages all landed in one of them);
 2. prints the politeness bound: for each host, its requests (its pages and their 503s) times its latency over
    the concurrency, or, for a host with a 503, its latency twice plus the Retry-After if that is longer; the
    bound is the largest of these, the least time any client keeping to the concurrency needs;
@@ -96,11 +98,21 @@ def make_site(hosts: int, pages: int, concurrency: int, busy: float, retry_after
     return Site(plans, paths, retry_after, concurrency)
 
 
-def write_contract(site: Site, server: HostsSite, folder: Path) -> int:
-    targets = [f"  - url: {server.url(host, p)}\n    key: i{p.rsplit('/', 1)[1]}"
-               for host, ps in site.paths.items() for p in ps]
-    rng = random.Random(1)
-    rng.shuffle(targets)  # the order a listing gives: hosts mixed
+def ordered(site: Site, server: HostsSite, order: str) -> list[str]:
+    """The targets' URLs in the contract's order: ``interleaved`` (one page of each host in turn, as a merged
+    listing gives), ``grouped`` (host by host, as sorted URLs give) or ``shuffled``."""
+    by_host = [[server.url(host, p) for p in ps] for host, ps in site.paths.items()]
+    if order == "grouped":
+        return [url for urls in by_host for url in urls]
+    if order == "interleaved":
+        return [urls[i] for i in range(max(map(len, by_host))) for urls in by_host if i < len(urls)]
+    urls = [url for urls in by_host for url in urls]
+    random.Random(1).shuffle(urls)
+    return urls
+
+
+def write_contract(site: Site, urls: list[str], folder: Path) -> int:
+    targets = [f"  - url: {url}\n    key: i{url.rsplit('/', 1)[1]}" for url in urls]
     (folder / f"{CONTRACT}.yaml").write_text(textwrap.dedent(f"""\
         name: {CONTRACT}
         batch_size: {max(2000, len(targets))}
@@ -120,13 +132,16 @@ def write_contract(site: Site, server: HostsSite, folder: Path) -> int:
     return len(targets)
 
 
-def timed(command: list[str], env: dict[str, str], log: Path) -> float:
+def timed(command: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> float:
     started = time.monotonic()
     with log.open("a") as out:
-        done = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     took = time.monotonic() - started
-    if done.returncode not in (0, 1):  # 1: some target failed, said in the summary
-        raise SystemExit(f"{command[0]} exited {done.returncode}; see {log}")
+    if done.returncode != 0:  # 1: some target failed, said in the summary
+        tail = "\n".join(log.read_text().splitlines()[-int(os.environ.get("POLITE_LOG_LINES", "6")):])
+        print(f"  {Path(command[0]).name} exited {done.returncode}:\n{textwrap.indent(tail, '  | ')}", flush=True)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{command[0]} exited {done.returncode}")
     return took
 
 
@@ -194,6 +209,8 @@ def main() -> int:
     parser.add_argument("--busy", type=float, default=0.02, help="share of pages answering 503 + Retry-After")
     parser.add_argument("--retry-after", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--order", choices=["interleaved", "grouped", "shuffled"], default="interleaved",
+                        help="the targets' order in the contract (default: one page of each host in turn)")
     parser.add_argument("--profile", choices=["postgres", "sqlite"], default=None,
                         help="the product's instance profile (default: postgres when reachable)")
     parser.add_argument("--skip-scrapy", action="store_true")
@@ -215,11 +232,12 @@ def main() -> int:
         work = Path(tmp)
         contracts = work / "contracts"
         contracts.mkdir()
-        total = write_contract(site, server, contracts)
+        urls = ordered(site, server, args.order)
+        total = write_contract(site, urls, contracts)
         bound = site.bound()
         busy = sum(len(p.busy) for p in site.plans.values())
-        print(f"site: {len(site.plans)} hosts, {total} pages, latency 50-800 ms, concurrency {site.concurrency} "
-              f"per host, {busy} pages answering 503 + Retry-After {args.retry_after:g}s first")
+        print(f"site: {len(site.plans)} hosts, {total} pages ({args.order}), latency 50-800 ms, concurrency "
+              f"{site.concurrency} per host, {busy} pages answering 503 + Retry-After {args.retry_after:g}s first")
         print(f"politeness bound: {bound:.2f}s ({total / bound:.1f} pages/s at most)")
         log = work / "commands.log"
 
@@ -242,12 +260,12 @@ def main() -> int:
                 env = {**instance.env, "SCRAPE_CONTRACTS_DB_URL": instance.db_url,
                        "PYTHONPATH": str(args.product.resolve())}
                 server.reset()
-                record(f"scrape-contracts, first ({profile})", timed(command, env, log), accepted_count(env))
-                record(f"scrape-contracts, unchanged ({profile})", timed(command, env, log), accepted_count(env))
+                # from the checkout's folder: the parse workers' forkserver finds the package there too
+                for label in ("first", "unchanged"):
+                    took = timed(command, env, log, cwd=args.product.resolve())
+                    record(f"scrape-contracts, {label} ({profile})", took, accepted_count(env))
         if not args.skip_scrapy:
             python = scrapy_python(args.scrapy_venv)
-            urls = [server.url(h, p) for h, ps in site.paths.items() for p in ps]
-            random.Random(1).shuffle(urls)
             for delay in (float(d) for d in args.scrapy_delays.split(",")):
                 shutil.rmtree(work / "cache", ignore_errors=True)  # each pair starts with no HTTP cache
                 for sweep, label in ((1, "first"), (2, "unchanged")):

@@ -176,7 +176,7 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
         runner = BatchRunner(
             loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
             force=forced, reextract=config.reextract,
-            settings=BatchSettings(per_host=contract.fetch.concurrency, max_connections=settings.max_connections(),
+            settings=BatchSettings(max_connections=settings.max_connections(),
                                    parse_workers=settings.parse_workers()),
             ended=run_ended(context.instance),
         )

@@ -168,6 +168,9 @@ class ContractHealthRecord(_Record):
     paused: int
     review_backlog: int
     heal_budget_left: int
+    indeterminate: int = Field(0, description="provider contracts: targets paused until a submission is reconciled")
+    provider_spend_today: float | None = Field(None, description="provider contracts: jobs' cost since 00:00 UTC")
+    budget_paused: str | None = Field(None, description="why the contract is paused for its cost budget, if it is")
 
 
 class Health(_Record):

@@ -12,6 +12,7 @@ import dagster as dg
 from scrape_contracts.adapters.store import Candidate, LeaseLost, StoreError
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.model import Contract
+from scrape_contracts.defs import provider
 from scrape_contracts.defs.leases import target_lease
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.names import accepted_key, candidate_key, review_command
@@ -100,7 +101,8 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
             state = project_store.state(name, partition)
             # a forced run (run tag scrape_contracts/force=true, `scrape-contracts run --force`): no validators
             force = context.run.tags.get("scrape_contracts/force") == "true"
-            client = fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir)
+            client = fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir,
+                                 jobs=provider.job_book(loaded, project_store, context.run, {partition: url}))
             if contract.is_list:  # every page of the target, found with the item selector in force
                 from scrape_contracts.adapters.fetch.paging import paged
 
@@ -112,7 +114,14 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
             except FetchError as exc:
                 emit(Stage.FETCH_FAILED, {"url": redact_url(url), "error": str(exc), "kind": exc.kind,
                                           "attempts": [dict(a) for a in exc.attempts]})
-                held.store.record_failures(name, [(partition, str(exc))])
+                if exc.kind == "budget_spent":  # the contract's budget, not the target, stopped it
+                    context.log_event(provider.budget_observation(name, str(exc).split(" refused: ", 1)[-1]))
+                else:
+                    held.store.record_failures(name, [(partition, str(exc))])
+                if exc.kind == "indeterminate":  # paused with the reason by the provider adapter
+                    paused = project_store.state(name, partition)
+                    emit(Stage.PAUSED, {"reason": paused.pause_reason, "cause": "indeterminate"})
+                    context.log_event(target_state_observation(name, partition, paused.pause_reason))
                 held.release()
                 raise dg.Failure(description=str(exc), allow_retries=False, metadata={
                     "url": redact_url(url), "kind": exc.kind, "transient": exc.transient}) from None
@@ -261,6 +270,7 @@ def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, An
         "selector_version": result.selector_version or 0,
         "page_sha256": result.page_sha256 or "",
         "healed": result.heal.healed,
+        **provider.job_metadata(result.fetched.attempts),
         **selector_change_metadata(result.heal.as_dict()),
         **set_metadata(result.summary),
     }

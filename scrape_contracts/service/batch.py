@@ -97,7 +97,7 @@ class BatchStats:
 class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
-                 reextract: bool = False, ended: leases.Ended | None = None) -> None:
+                 reextract: bool = False, ended: leases.Ended | None = None, jobs: Any = None) -> None:
         self.loaded = loaded
         self.contract = loaded.contract
         self.store = store
@@ -107,6 +107,7 @@ class BatchRunner:
         self.settings = settings
         self.force = force
         self.reextract = reextract  # work on each target's last fetched page instead of fetching
+        self.jobs = jobs  # the provider adapter's job book (adapters/fetch/provider), handed to the workers
         self.stats = BatchStats()
         self.failures: list[FetchFailure] = []
         self.leases = BatchLeases(store, self.contract.name, run_id, leases.duration_for(fetch_settings), ended)
@@ -155,7 +156,7 @@ class BatchRunner:
                             for t in mine if t.partition in states},
                            self._selectors, per_host, connections, self.force,
                            {t.partition: pages[t.partition] for t in mine if t.partition in pages}
-                           if pages is not None else None, earlier)
+                           if pages is not None else None, earlier, self.jobs)
             args = (share, results, self._controls[index])
             worker = (threading.Thread(target=worker_main, args=args, daemon=True) if in_threads
                       else ctx.Process(target=worker_main, args=args, daemon=True))

@@ -70,6 +70,7 @@ class Share:
     force: bool = False  # no validators, no unchanged shortcut: every page fetched and extracted again
     stored_pages: dict[str, str] | None = None  # re-extraction: partition → sha256 of its last fetched page
     earlier: dict[str, tuple[str, ...]] = field(default_factory=dict)  # selectors of earlier versions
+    jobs: Any = None  # the provider adapter's job book (picklable: it opens the store in the worker)
 
 
 # ---- the workers: each fetches and processes its share --------------------------------------------------
@@ -115,7 +116,7 @@ class Worker:
             fetcher: Any = ArtifactFetcher(self.artifacts, share.stored_pages, {t.partition: t.url for t in share.targets})
         else:
             fetcher = async_fetcher_for(share.fetch_settings, self.loaded.base_dir,
-                                        max_connections=share.max_connections)
+                                        max_connections=share.max_connections, jobs=share.jobs)
             if self.loaded.contract.is_list:  # every page of a target, found with the item selector in force
                 from scrape_contracts.adapters.fetch.paging import paged
                 from scrape_contracts.service.lists import item_selector

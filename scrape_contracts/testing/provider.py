@@ -75,7 +75,8 @@ class StandInProvider:
     - ``lose_submits``: the next n submits create their job, then close the connection unanswered;
     - ``hold_next_submit()``: the next submit creates its job and waits for ``release()`` before answering;
     - ``cost_per_job`` and ``costs`` (URL → cost): what each job is charged;
-    - ``refund_failed``: a failed job's cost goes back to 0.
+    - ``refund_failed``: a failed job's cost goes back to 0;
+    - ``before_poll``: called with the job id before a status poll is answered (a test looks at its store).
 
     ``log`` has every request (method, path, job id, URL); ``submits()`` the submits among them.
     """
@@ -91,6 +92,7 @@ class StandInProvider:
         self.fail: dict[str, str] = {}
         self.refund_failed = False
         self.fetch_timeout_s = fetch_timeout_s
+        self.before_poll: Callable[[str], None] | None = None
         self.jobs: dict[str, StandInJob] = {}
         self.log: list[dict[str, Any]] = []
         self._held: list[HeldSubmit] = []
@@ -271,6 +273,8 @@ def _handler_for(provider: StandInProvider) -> type[BaseHTTPRequestHandler]:
                 self._send(200, {"jobs": provider.list_jobs(label)})
                 return
             if len(segments) == 3 and segments[:2] == ["v1", "jobs"]:
+                if provider.before_poll is not None:
+                    provider.before_poll(segments[2])
                 job, stalled = provider.poll(segments[2])
                 provider.record("GET", parts.path, job_id=segments[2], stalled=stalled)
                 if job is None:

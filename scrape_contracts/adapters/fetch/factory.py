@@ -18,6 +18,7 @@ from scrape_contracts.adapters.fetch.urls import redact_url
 from scrape_contracts.contract.paths import confined_problem
 
 if TYPE_CHECKING:
+    from scrape_contracts.adapters.fetch.provider import JobBook, ProviderFetcher
     from scrape_contracts.contract.fetch import FetchSettings
 
 
@@ -60,8 +61,11 @@ class InlineAsyncFetcher(AsyncClosesOnExit):
 
 
 def _adapter_for(
-    settings: FetchSettings, base_dir: Path, environ: Mapping[str, str] | None, http: Callable[..., Any]
+    settings: FetchSettings, base_dir: Path, environ: Mapping[str, str] | None, http: Callable[..., Any],
+    jobs: JobBook | None = None,
 ) -> Any:
+    if settings.adapter == "provider":
+        return _provider_for(settings, environ, jobs)
     if settings.adapter == "fixture":
         assert settings.fixture_dir, "FetchSettings validation guarantees fixture_dir for the fixture adapter"
         # checked again here, not only at load: a symlink may have been swapped in since, and the
@@ -88,6 +92,26 @@ def _adapter_for(
     )
 
 
+def _provider_for(settings: FetchSettings, environ: Mapping[str, str] | None,
+                  jobs: JobBook | None) -> ProviderFetcher | MisconfiguredFetcher:
+    from scrape_contracts import settings as environment
+    from scrape_contracts.adapters.fetch.provider import ProviderClient, ProviderFetcher
+
+    endpoint = environment.provider_endpoint(environ)
+    if isinstance(endpoint, str):
+        return MisconfiguredFetcher(f"the provider adapter cannot reach a provider: {endpoint}")
+    if jobs is None:
+        # without the store a job id could not be recorded before polling: a crash would lose the job
+        return MisconfiguredFetcher("the provider adapter records its jobs in the project store, and this caller "
+                                    "gave it none (run the contract's scrape or batch job)")
+    url, token = endpoint
+    options = settings.provider_settings
+    return ProviderFetcher(ProviderClient(url, token, timeout_s=settings.timeout_s), jobs,
+                           deadline_s=settings.deadline_s, retries=settings.retries,
+                           poll_interval_s=options.poll_interval_s, max_poll_interval_s=options.max_poll_interval_s,
+                           max_bytes=settings.max_bytes)
+
+
 def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, sync: bool,
                  max_pages: int | None = None) -> Any:
     # imported here: Playwright is only loaded by contracts that render pages
@@ -101,7 +125,8 @@ def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, 
 
 
 def fetcher_for(
-    settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None
+    settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None,
+    jobs: JobBook | None = None,
 ) -> Fetcher:
     """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder,
     and must stay inside the folders ``contract.paths`` allows (a fetcher whose ``fetch`` raises FetchError
@@ -111,8 +136,11 @@ def fetcher_for(
     ``os.environ``), so secrets stay out of the loaded contract and a rotated secret is picked up by the
     next run. An unset or empty variable gives a fetcher whose ``fetch`` raises FetchError
     'invalid_config' naming the header and the variable.
+
+    ``jobs``: where the provider adapter records its jobs (``adapters.fetch.provider.JobBook``); the other
+    adapters ignore it.
     """
-    return _adapter_for(settings, base_dir, environ, HttpFetcher)
+    return _adapter_for(settings, base_dir, environ, HttpFetcher, jobs)
 
 
 def async_fetcher_for(
@@ -121,6 +149,7 @@ def async_fetcher_for(
     *,
     environ: Mapping[str, str] | None = None,
     max_connections: int = 100,
+    jobs: JobBook | None = None,
 ) -> AsyncFetcher:
     """``fetcher_for`` for a batch: ``await fetcher.fetch(url, etag=, last_modified=)`` from many tasks,
     then ``await fetcher.aclose()`` (or ``async with``). ``max_connections`` is the HTTP pool size (the
@@ -129,6 +158,13 @@ def async_fetcher_for(
     if settings.adapter == "browser":
         # one browser per calling process; max_connections bounds its pages as it bounds HTTP connections
         return _browser_for(settings, environ, sync=False, max_pages=max_connections)
+    if settings.adapter == "provider":
+        from scrape_contracts.adapters.fetch.provider import AsyncProviderFetcher, ProviderFetcher
+
+        provider = _provider_for(settings, environ, jobs)
+        if isinstance(provider, ProviderFetcher):
+            return AsyncProviderFetcher(provider, max_connections=max_connections)
+        return InlineAsyncFetcher(provider)
     http = functools.partial(AsyncHttpFetcher, max_connections=max_connections)
     fetcher = _adapter_for(settings, base_dir, environ, http)
     return fetcher if isinstance(fetcher, AsyncHttpFetcher) else InlineAsyncFetcher(fetcher)

@@ -70,8 +70,10 @@ def _scraped(store: Any, name: str, partition: str, run: Any) -> int:
     candidates = store.candidates_of_run(run.run_id)
     if run.status == dg.DagsterRunStatus.SUCCESS and candidates:
         latest = store.latest_accepted(name, partition)
-        print(f"{name}/{partition}: scraped by run {run.run_id}: {candidates[-1].status}"
-              + (f", accepted v{latest.version} {latest.record}" if latest is not None else ""))
+        status = candidates[-1].status
+        accepted = latest is not None and status == "accepted"
+        print(f"{name}/{partition}: scraped by run {run.run_id}: "
+              + (f"accepted as v{latest.version} {latest.record}" if accepted else str(status)))
         return 0
     if candidates:
         reasons = "; ".join(v["message"] for v in (candidates[-1].details or {}).get("violations", []))

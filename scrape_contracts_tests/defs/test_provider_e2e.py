@@ -228,7 +228,7 @@ def test_sigkill_between_the_submit_and_its_job_id_is_indeterminate_until_the_jo
                  "--by", "alice", "--reason", "found it in the provider's dashboard"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert f"shop/p1: adopted provider job {held.job_id}" in out and "accepted v1" in out
+    assert f"shop/p1: adopted provider job {held.job_id}" in out and "accepted as v1" in out
     assert len(provider.submits()) == 1 and provider.polls(held.job_id)
     assert store.latest_accepted("shop", "p1").record == {"title": "Dune", "sku": "BK-1", "price": 12.0}
     [job] = store.provider_jobs("shop", "p1")

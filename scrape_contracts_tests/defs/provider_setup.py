@@ -105,11 +105,19 @@ def wait_until(what: str, condition: Any, timeout: float = 120.0) -> None:
 
 
 @pytest.fixture
-def provider_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProviderSetup]:
+def provider_setup(request: pytest.FixtureRequest, tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> Iterator[ProviderSetup]:
+    """SQLite by default; ``@pytest.mark.parametrize("provider_setup", ["postgres"], indirect=True)`` puts the
+    instance and the project store on PostgreSQL."""
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(json.dumps({"telemetry": {"enabled": False}}))  # Dagster's own classes
-    db_url = f"sqlite:///{home / 'scrape_contracts.db'}"
+    config: dict[str, Any] = {"telemetry": {"enabled": False}}  # Dagster's own classes
+    if getattr(request, "param", "sqlite") == "postgres":
+        db_url = request.getfixturevalue("pg_database")
+        config["storage"] = {"postgres": {"postgres_url": db_url}}
+    else:
+        db_url = f"sqlite:///{home / 'scrape_contracts.db'}"
+    (home / "dagster.yaml").write_text(json.dumps(config))
     contracts_dir = tmp_path / "contracts"
     contracts_dir.mkdir()
     with FixtureSite() as site, StandInProvider(token=TOKEN) as provider:

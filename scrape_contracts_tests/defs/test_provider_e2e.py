@@ -38,9 +38,11 @@ def _candidate_output(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
     raise AssertionError("no candidate output")
 
 
+@pytest.mark.parametrize("provider_setup", ["sqlite", "postgres"], indirect=True)
 def test_a_job_is_submitted_once_its_id_kept_before_the_first_poll_and_its_page_accepted(
-        provider_setup: ProviderSetup) -> None:
+        provider_setup: ProviderSetup, monkeypatch: pytest.MonkeyPatch) -> None:
     setup, provider = provider_setup, provider_setup.provider
+    monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "1")  # the batch's jobs run in a worker process
     setup.site.set_page("/p/1", product_page("Dune", "BK-1", "$10.00"))
     setup.site.set_page("/p/2", product_page("Emma", "BK-2", "$20.00"))
     setup.site.set_page("/p/3", product_page("Ulysses", "BK-3", "$30.00"))
@@ -113,6 +115,7 @@ def test_a_run_that_gives_up_polling_is_resumed_by_the_next_run_with_the_same_jo
     assert done.state == ProviderJobState.DONE and done.polls > job.polls
 
 
+@pytest.mark.parametrize("provider_setup", ["sqlite", "postgres"], indirect=True)
 def test_a_spent_budget_pauses_the_contract_with_the_reason_and_submits_nothing(
         provider_setup: ProviderSetup) -> None:
     setup, provider = provider_setup, provider_setup.provider
@@ -177,6 +180,7 @@ def _check_evaluations(setup: ProviderSetup, run_id: str) -> dict[str, bool]:
             and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"}
 
 
+@pytest.mark.parametrize("provider_setup", ["sqlite", "postgres"], indirect=True)
 def test_sigkill_between_the_submit_and_its_job_id_is_indeterminate_until_the_job_is_adopted(
         provider_setup: ProviderSetup, capsys: pytest.CaptureFixture[str]) -> None:
     from scrape_contracts.cli import main
@@ -267,3 +271,26 @@ def test_a_lost_submit_answer_is_indeterminate_a_wrong_job_id_is_refused_and_res
     assert store.latest_accepted("shop", "p1").record["price"] == 10.0  # the last accepted data stays
     assert main([*argv, "--resubmit"]) == 1  # nothing left to reconcile
     assert "nothing to reconcile for shop/p1" in capsys.readouterr().err
+
+
+def test_a_lost_answer_in_a_batch_pauses_that_target_only_and_says_so_on_its_partition(
+        provider_setup: ProviderSetup) -> None:
+    setup, provider, store = provider_setup, provider_setup.provider, provider_setup.store
+    for i in (1, 2):
+        setup.site.set_page(f"/p/{i}", product_page(f"Book {i}", f"BK-{i}", f"${i}.00"))
+    setup.write("shop", {f"p{i}": setup.site.url(f"/p/{i}") for i in (1, 2)}, concurrency=1)
+    provider.lose_submits = 1  # the batch's first submit (p1, one lane in key order)
+
+    batch = setup.run_batch("shop")
+    assert batch.success  # a batch ends green with per-target failures
+    [failure] = _summary(batch)["failures"]
+    assert failure["partition"] == "p1" and "indeterminate: the submit's answer was lost" in failure["reason"]
+    assert store.latest_accepted("shop", "p2").record["title"] == "Book 2"
+    reason = store.state("shop", "p1").pause_reason
+    assert reason.startswith("indeterminate: ")
+    [latest] = setup.instance.fetch_observations(dg.AssetRecordsFilter(
+        asset_key=accepted_key("shop"), asset_partitions=["p1"]), limit=1).records
+    assert latest.asset_observation.metadata["paused"].value == reason
+    again = setup.run_batch("shop")
+    assert again.success and len(provider.submits()) == 3  # p1 skipped (paused), p2 scraped again
+    assert {s["partition"]: s["reason"] for s in _summary(again)["skipped"]} == {"p1": reason}

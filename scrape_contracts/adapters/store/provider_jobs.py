@@ -151,8 +151,9 @@ class ProviderJobsMixin(Connected):
         return self._update(row_id, state=ProviderJobState.SUBMITTED, job_id=job_id, cost_micros=_micros(cost))
 
     def submit_not_sent(self, row_id: int, error: str) -> ProviderJob:
-        """The submit never reached the provider (nothing listened, the connection was refused): no job."""
-        return self._update(row_id, state=ProviderJobState.ABANDONED, error=error, note="the submit was not sent")
+        """The submit never reached the provider, or it answered with no job: nothing made, nothing charged."""
+        return self._update(row_id, state=ProviderJobState.ABANDONED, error=error, cost_micros=0,
+                            note="no job: the submit was not sent, or the provider refused it")
 
     def job_polled(self, row_id: int, polls: int) -> None:
         self._update(row_id, polls=polls)
@@ -251,12 +252,12 @@ def _lock_contract(conn: Connection, contract: str) -> None:
 
 def _spent(conn: Connection, contract: str, *, run_id: str | None = None, sweep: str | None = None,
            since: dt.datetime | None = None) -> Spend:
-    query = sa.select(sa.func.coalesce(sa.func.sum(provider_jobs.c.cost_micros), 0), sa.func.count(),
-                      sa.func.count().filter(provider_jobs.c.cost_micros.is_(None))).where(
-        provider_jobs.c.contract == contract,
-        # a submit that never reached the provider cost nothing
-        sa.or_(provider_jobs.c.state != ProviderJobState.ABANDONED, provider_jobs.c.job_id.is_not(None),
-               provider_jobs.c.note != "the submit was not sent"))
+    # jobs: those the provider gave an id; unknown: submissions without one whose cost nobody knows (in flight,
+    # or indeterminate); a submit that made no job has cost 0 and is neither
+    query = sa.select(sa.func.coalesce(sa.func.sum(provider_jobs.c.cost_micros), 0),
+                      sa.func.count().filter(provider_jobs.c.job_id.is_not(None)),
+                      sa.func.count().filter(provider_jobs.c.job_id.is_(None), provider_jobs.c.cost_micros.is_(None))
+                      ).where(provider_jobs.c.contract == contract)
     if run_id is not None:
         query = query.where(provider_jobs.c.run_id == run_id)
     if sweep is not None:

@@ -14,6 +14,10 @@ One fetch of a target:
    again up to ``fetch.retries`` times in a row; a job still running at the deadline stays recorded and the
    next run polls it again;
 5. a done job's result becomes the ``Page``; a failed job is a ``FetchError`` (the next run submits anew).
+
+The provider's own troubles have kinds of their own (``provider_unreachable``, ``provider_timeout``, ...): a
+batch's host breaker (service/breaker.py) reads ``connection`` and ``timeout`` as "the target's host is down",
+which a slow job or an unreachable provider does not say. A page the provider fetched with a 5xx does.
 """
 
 from __future__ import annotations
@@ -112,7 +116,7 @@ class ProviderFetcher(ClosesOnExit):
         except NotSent as exc:
             self.book.not_sent(marker, str(exc))
             raise FetchError(f"GET {shown} failed: {exc} (nothing was submitted; usually temporary)",
-                             kind="connection", url=shown, transient=True) from None
+                             kind="provider_unreachable", url=shown, transient=True) from None
         except Unanswered as exc:
             job = self.book.indeterminate(marker, indeterminate_reason(marker, label, f"the submit's answer was lost "
                                                                                       f"({exc})"))
@@ -136,8 +140,8 @@ class ProviderFetcher(ClosesOnExit):
                 failures += 1
                 if failures > self.retries:
                     raise FetchError(f"GET {shown} failed: {exc}, {messages.attempts(failures)} in a row (job "
-                                     f"{job.job_id} stays recorded; the next run polls it again)", kind="timeout",
-                                     url=shown, transient=True) from None
+                                     f"{job.job_id} stays recorded; the next run polls it again)",
+                                     kind="provider_unreachable", url=shown, transient=True) from None
                 status = None
             except ProviderError as exc:
                 if exc.status == 404:
@@ -158,7 +162,7 @@ class ProviderFetcher(ClosesOnExit):
                 state = status.state if status is not None else "unanswered"
                 raise FetchError(f"GET {shown} timed out: provider job {job.job_id} is still {state} after "
                                  f"{messages.seconds(self._clock() - started)} (fetch.deadline_s {self.deadline_s:g}; "
-                                 "the job stays recorded and the next run polls it again)", kind="timeout",
+                                 "the job stays recorded and the next run polls it again)", kind="provider_timeout",
                                  url=shown, transient=True)
             self._sleep(pause)
             wait = min(wait * 2, self.max_poll_interval_s)

@@ -47,6 +47,9 @@ class RecoveryOps:
         idem = _key(idempotency_key)
         if (body.job_id is None) == (not body.resubmit):
             raise Refused(Refusal.INVALID, "give job_id (adopt the provider's job) or resubmit: true, not both")
+        if loaded.contract.fetch.adapter != "provider":
+            raise Refused(Refusal.CONFLICT, f"{name!r} does not fetch through a provider (fetch.adapter is "
+                                            f"{loaded.contract.fetch.adapter!r}): nothing to reconcile")
         sha = request_hash({"operation": "reconcile", "key": key, **body.model_dump()})
         specs = launch.run_specs(loaded, [], idempotency_key=f"reconcile:{idem}", partition=key)
         for spec in specs:

@@ -40,9 +40,12 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     from scrape_contracts.defs.names import RECONCILE_JOB
 
     loaded = common.contract(args, args.contract)
+    name = loaded.contract.name
+    if loaded.contract.fetch.adapter != "provider":  # said before any run is made
+        raise common.CliError(f"{name!r} does not fetch through a provider (fetch.adapter is "
+                              f"{loaded.contract.fetch.adapter!r}): nothing to reconcile")
     store = common.store(existing=True)
     instance = common.instance()
-    name = loaded.contract.name
     config = {"contract": name, "partition": args.partition, "job_id": args.job_id, "resubmit": args.resubmit,
               "by": args.by, "reason": args.reason}
     defs = build_definitions(args.contracts_dir)

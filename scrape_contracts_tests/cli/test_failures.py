@@ -98,6 +98,12 @@ def test_thirty_targets_six_failing_for_two_reasons_are_listed_grouped_and_a_rep
         latest = setup.store.latest_accepted("shop", key)
         assert latest is not None and latest.record["price"] == 10 + KEYS.index(key)
     assert _failures(main, setup, capsys, "--last", "2") == (0, "shop: no target failed its last 2 run(s)\n")
+    # reconcile is for provider contracts: said in one line, before any run is made
+    runs_before = len(setup.instance.get_runs())
+    assert main(["--contracts-dir", str(setup.contracts_dir), "reconcile", "shop", "t00", "--resubmit"]) == 1
+    assert capsys.readouterr().err == ("error: 'shop' does not fetch through a provider (fetch.adapter is 'http'): "
+                                       "nothing to reconcile\n")
+    assert len(setup.instance.get_runs()) == runs_before
     [replay] = setup.instance.get_runs(dg.RunsFilter(job_name="scrape_shop_failures_job", tags={
         "scrape_contracts/trigger": "cli-replay"}))
     assert replay.status == dg.DagsterRunStatus.SUCCESS

@@ -276,6 +276,9 @@ class Mode:
     QUEUE = "queue"
 
 
+PROFILE_DIR: Path | None = None  # --profile
+
+
 def batched_sweep(label: str, instance_env: InstanceEnv, contracts_dir: Path, key: str,
                   truth: dict[str, dict[str, Any]], timeout: float, daemon: Daemon | None = None) -> Row:
     """One user command, ``scrape-contracts run NAME --idempotency-key KEY`` (with ``--queue --wait`` when a
@@ -283,6 +286,10 @@ def batched_sweep(label: str, instance_env: InstanceEnv, contracts_dir: Path, ke
     flags = ["--queue", "--wait"] if daemon is not None else []
     command = [str(BIN / "scrape-contracts"), "--contracts-dir", str(contracts_dir), "run", CONTRACT_NAME,
                "--idempotency-key", key, *flags]
+    if PROFILE_DIR is not None:  # --profile: each sweep's processes sampled by py-spy, as collapsed stacks
+        slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+        command = ["py-spy", "record", "--subprocesses", "--format", "raw", "--rate", "50",
+                   "-o", str(PROFILE_DIR / f"{slug}.txt"), "--", *command]
     load_before = load_average()
     started = time.perf_counter()
     process = subprocess.Popen(command, env=instance_env.env, cwd=REPO, stdout=subprocess.PIPE,
@@ -511,11 +518,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="measure the raw loop once, before the other paths (default: before and after)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (site, homes, logs)")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="sample each batched sweep with py-spy (pip install py-spy) into collapsed stacks "
+                             "in this folder; the figures of a profiled run are not comparable")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    global PROFILE_DIR
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        PROFILE_DIR = args.profile.resolve()
     paths = set(args.paths.split(","))
     workdir = Path(tempfile.mkdtemp(prefix="sc-throughput-"))
     # SIGTERM unwinds like Ctrl-C, so the daemon, server and database are cleaned up on the way out

@@ -9,7 +9,7 @@
 import dagster as dg
 import pandas as pd
 
-from scrape_contracts.defs import build_definitions, contract_partitions
+from scrape_contracts import build_definitions, contract_partitions
 
 
 @dg.asset(ins={"books": dg.AssetIn(key=["scrape", "books"])})

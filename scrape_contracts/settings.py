@@ -23,7 +23,17 @@ def db_url() -> str:
 
 
 def artifacts_dir() -> Path:
+    """The folder of the raw pages when they are kept in a folder (the default page storage)."""
     return Path(os.environ.get("SCRAPE_CONTRACTS_ARTIFACTS_DIR") or dagster_home() / "artifacts")
+
+
+PAGES_IN_STORE = "store"  # the page storage that is the project store's own database
+
+
+def page_storage() -> str:
+    """Where raw pages live (``SCRAPE_CONTRACTS_PAGES``): a folder (default: ``artifacts_dir``), ``store`` (the
+    project store's database, reached by every worker host) or an object store URL (``s3://bucket/prefix``)."""
+    return os.environ.get("SCRAPE_CONTRACTS_PAGES") or str(artifacts_dir())
 
 
 def max_connections() -> int:
@@ -44,7 +54,7 @@ def lease_seconds() -> float | None:
 
 
 def engine_limits() -> Limits:
-    """Bounds on regex, selector and heal work (``engine.limits``; README "Limits and safety")."""
+    """Bounds on regex, selector and heal work (``engine.limits``; docs/limits.md)."""
     from scrape_contracts.engine.limits import SETTINGS, Limits
 
     default = Limits()

@@ -258,6 +258,20 @@ class Harness:
         job = (defs or self.definitions()).resolve_job_def(scrape_job_name(contract))
         return job.execute_in_process(partition_key=partition, instance=self.instance, raise_on_error=False)
 
+    def run_batch(self, contract: str, partitions: list[str] | None = None,
+                  defs: dg.Definitions | None = None) -> dg.ExecuteInProcessResult:
+        from scrape_contracts.defs.names import batch_job_name
+
+        job = (defs or self.definitions()).resolve_job_def(batch_job_name(contract))
+        return job.execute_in_process(run_config={"ops": {f"{contract}_scrape_batch": {"config": {
+            "partitions": partitions or []}}}}, instance=self.instance, raise_on_error=False)
+
+    def scrape_outcome(self, contract: str, partition: str, path: str) -> str:
+        """Scrape one target on the ``single``-target or the ``batch`` path; the outcome of its candidate."""
+        result = self.run(contract, partition) if path == "single" else self.run_batch(contract, [partition])
+        assert result.success, failure_text(result)
+        return self.store.latest_candidate(contract, partition, run_id=result.run_id).outcome
+
     def review(self, contract: str, partition: str, decision: str, reviewer: str = "alice",
                reason: str = "checked by hand", candidate_id: int | None = None) -> dg.ExecuteInProcessResult:
         defs = self.definitions()

@@ -288,6 +288,16 @@ leases = sa.Table(
     sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+# raw pages when the page storage is the project store (adapters/pages/database.py): gzip-compressed HTML
+# under the sha256 of its UTF-8 text, so every worker host reaches the same pages through the store
+pages = sa.Table(
+    "sc_pages", metadata,
+    sa.Column("sha256", sa.String(64), primary_key=True),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+    # POSIX time the page was last stored or fetched again: retention's grace period spares fresh pages
+    sa.Column("stored_at", sa.Float, nullable=False),
+)
+
 # One row per job a target asked a hosted scraping provider for (docs/providers.md). The row is written as
 # ``submitting`` before the submit and gets the provider's job id before the first poll, so a run that dies
 # in between leaves a marker without a job id: the target is then indeterminate until a person reconciles it.

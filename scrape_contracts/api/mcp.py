@@ -218,11 +218,19 @@ def run(server: MCPServer, transport: Literal["stdio", "http"], host: str = "127
         return
     import uvicorn
 
-    security = security or transport_security(host, port)
-    app = server.streamable_http_app(transport_security=security, max_request_body_size=settings.api_max_body_bytes())
-    checked = RequestLimits(_HostCheck(app, security), max_body_bytes=settings.api_max_body_bytes(),
-                            max_header_bytes=settings.api_max_header_bytes())
-    uvicorn.Server(server_config(checked, host, port)).run()
+    app = http_app(server, security or transport_security(host, port))
+    uvicorn.Server(server_config(app, host, port)).run()
+
+
+def http_app(server: MCPServer, security: TransportSecuritySettings,
+             max_body_bytes: int | None = None) -> Any:
+    """The streamable HTTP transport as served: the size limits first (a body over ``max_body_bytes``,
+    default the setting, is refused before it is read and before the Host check and the token's), then the
+    Host and Origin checks, then the SDK's app and its bearer token."""
+    limit = max_body_bytes if max_body_bytes is not None else settings.api_max_body_bytes()
+    app = server.streamable_http_app(transport_security=security, max_request_body_size=limit)
+    return RequestLimits(_HostCheck(app, security), max_body_bytes=limit,
+                         max_header_bytes=settings.api_max_header_bytes())
 
 
 class _HostCheck:

@@ -32,6 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     logging.getLogger().addFilter(_quiet_database_retries)
+    stderr, sys.stderr = sys.stderr, _WithoutEventLogFailures(sys.stderr)
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
@@ -50,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {message}", file=sys.stderr)
         return 1
     finally:
+        sys.stderr = stderr
         logging.getLogger().removeFilter(_quiet_database_retries)
         close_instances()
 
@@ -58,6 +60,27 @@ def _quiet_database_retries(record: logging.LogRecord) -> bool:
     # Dagster's PostgreSQL storage logs each retry of a connection with the driver's whole message (six
     # multi-line warnings before it gives up); the command says it in one line once it has given up
     return "dagster_postgres" not in record.pathname
+
+
+class _WithoutEventLogFailures:
+    """stderr without Dagster's report of a log line it could not write to its event log because its
+    database is gone: Dagster writes the driver's whole message there (several lines, with the SQL) for every
+    such line, straight to ``sys.stderr``; the command says the same in one line when it ends. Anything else,
+    and that report for any other cause, passes through."""
+
+    _PREFIX = "Exception while writing logger call to event log: "
+    _DATABASE_GONE = ("OperationalError", "too many retries for DB connection")
+
+    def __init__(self, stream: object) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if text.startswith(self._PREFIX) and any(mark in text for mark in self._DATABASE_GONE):
+            return len(text)
+        return self._stream.write(text)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
 
 
 def console() -> None:

@@ -71,11 +71,14 @@ def unreachable(exc: BaseException) -> str | None:
     root = next((e for e in reversed(chain) if str(e).strip()), database[-1])
     reason = root.orig if isinstance(root, DBAPIError) and root.orig is not None else root
     first = str(reason).strip().splitlines()[0][:200] if str(reason).strip() else type(reason).__name__
+    # what was committed before it stopped is kept (a batch commits chunk by chunk): again is safe
+    again = "then run the command again (what it recorded before is kept)"
     if any(_from_dagster(e) for e in chain):
         return (f"cannot use the Dagster instance's storage (DAGSTER_HOME={settings.dagster_home()}, its "
-                f"dagster.yaml): {first}; check that the database is running and the storage settings there")
+                f"dagster.yaml): {first}; check that the database is running and the storage settings there, "
+                f"{again}")
     return (f"cannot use the project store at {shown_url(settings.db_url())}: {first}; "
-            "check SCRAPE_CONTRACTS_DB_URL (or DAGSTER_HOME)")
+            f"check SCRAPE_CONTRACTS_DB_URL (or DAGSTER_HOME), {again}")
 
 
 def _is_driver_error(exc: BaseException) -> bool:

@@ -123,7 +123,12 @@ def cmd_dev(args: argparse.Namespace) -> int:
     dagster = Path(sys.executable).parent / "dagster"
     command = [str(dagster), "dev", "-w", str(Path(args.workspace).resolve()), "-h", args.host,
                "-p", str(args.port)]
-    # the dev server in this process's place: Ctrl-C and signals reach it as if it had been started by hand
-    os.chdir(home)  # `dagster dev` warns about a dagster.yaml in its working folder that is not DAGSTER_HOME's
+    # the dev server in this process's place: Ctrl-C and signals reach it as if it had been started by hand.
+    # In DAGSTER_HOME, not the folder this command was run from: `dagster dev` warns about a dagster.yaml in
+    # its working folder that is not DAGSTER_HOME's, and Dagster starts each of its processes as
+    # `python -m ...`, which imports from the working folder before the installed packages. Whoever can write
+    # DAGSTER_HOME controls the instance already (its dagster.yaml names the classes Dagster imports); a
+    # module left in the folder dev was started from (a shared /tmp, a download folder) is never imported.
+    os.chdir(home)
     os.execve(str(dagster), command, env)
     return 0  # pragma: no cover - execve does not return

@@ -240,6 +240,7 @@ def unknown_names(contract: Contract, declared: Destinations) -> list[tuple[tupl
     if declared:
         known = f"destinations.yaml declares {', '.join(sorted(declared))}"
     else:
-        known = f"there is no {FILE_NAME} beside the contracts declaring any (see Activations in README.md)"
+        known = (f"there is no {FILE_NAME} beside the contracts declaring any "
+                 "(see docs/activations.md#destinations)")
     return [(where, f"unknown destination {name!r}: {known}") for where, name in notified(contract)
             if name not in declared]

@@ -112,7 +112,7 @@ def _messages(exc: ValidationError, node: yaml.Node | None, file: str) -> list[C
         where = _readable_loc(loc)
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            message = "unknown field (check the spelling; see the contract format in README.md)"
+            message = "unknown field (check the spelling; see the contract format in docs/contracts.md)"
         elif err["type"] == "missing":
             message = "required field is missing"
         if (where, message) in seen:

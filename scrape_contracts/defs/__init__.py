@@ -34,12 +34,13 @@ def contract_partitions(contract: str, directory: Path | str | None = None) -> d
 
 
 def build_definitions(directory: Path | str | None = None, *, db_url: str | None = None,
-                      artifacts_dir: Path | str | None = None, group_name: str | None = None,
+                      pages: Path | str | None = None, group_name: str | None = None,
                       resources: dict | None = None, loaded: LoadResult | None = None) -> dg.Definitions:
     """Definitions for every valid contract, and ``scrape/_contracts`` naming each broken one.
 
-    ``directory``, ``db_url`` (the project store) and ``artifacts_dir`` (raw pages) default to the settings
-    (``SCRAPE_CONTRACTS_DIR``, ``SCRAPE_CONTRACTS_DB_URL``, ``SCRAPE_CONTRACTS_ARTIFACTS_DIR``);
+    ``directory``, ``db_url`` (the project store) and ``pages`` (the raw pages' storage: a folder, ``store``
+    or ``s3://bucket/prefix``) default to the settings (``SCRAPE_CONTRACTS_DIR``, ``SCRAPE_CONTRACTS_DB_URL``,
+    ``SCRAPE_CONTRACTS_PAGES``);
     ``group_name`` puts every asset in that group instead of one group per contract. Raises
     ``NoContractLoaded`` when no contract loads at all, so the code location shows as errored.
     """
@@ -91,7 +92,7 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
     return dg.Definitions(
         assets=assets, asset_checks=checks, jobs=jobs + extra_jobs + [retention_job],
         schedules=schedules + [retention_schedule], sensors=sensors,
-        resources={**default_resources(db_url=db_url, artifacts_dir=artifacts_dir), **(resources or {})},
+        resources={**default_resources(db_url=db_url, pages=pages), **(resources or {})},
         # every job without its own executor, including the implicit __ASSET_JOB the UI's Materialize runs:
         # a scrape is small, and a subprocess per step costs seconds (18 s instead of 1 s for one target)
         executor=dg.in_process_executor,

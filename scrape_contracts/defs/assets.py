@@ -1,7 +1,6 @@
-"""Per contract ``C``: ``scrape/C/candidate`` (ops fetch → extract → validate → heal) and ``scrape/C``."""
+"""Per contract ``C``: ``scrape/C/candidate`` (one step calling service/single.py) and ``scrape/C``."""
 
 
-import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,17 +12,16 @@ from scrape_contracts.adapters.store import Candidate, LeaseLost, StoreError
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.model import Contract
 from scrape_contracts.defs import provider
-from scrape_contracts.defs.leases import target_lease
+from scrape_contracts.defs.leases import lease_failures, run_ended, target_lease
 from scrape_contracts.defs.metadata import bounded
-from scrape_contracts.defs.names import accepted_key, candidate_key, review_command
+from scrape_contracts.defs.names import accepted_key, candidate_key, review_command, scrape_pool
 from scrape_contracts.defs.partitions import partitions_for
-from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
+from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.engine.lists import RECORD_KEY, set_records
-from scrape_contracts.service import gate, lists, scrape
+from scrape_contracts.service import gate, scrape, single
 from scrape_contracts.service.records import (
-    Emit, Extracted, Fetched, Recorded, ScrapeResult, Stage, Validated,
+    Emit, Recorded, ScrapeResult, Stage,
 )
-from scrape_contracts.service.scrape import target_url
 
 
 
@@ -85,98 +83,53 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
     op_tags = {"scrape_contracts/contract": name}
 
     # no RetryPolicy: the fetcher retries within the contract's fetch.retries and one fetch.deadline_s, and a
-    # Dagster retry on top would multiply both (a slow page took three deadlines)
-    @dg.op(name=f"{name}_fetch", tags=op_tags)
-    def fetch(context: dg.OpExecutionContext, store: ProjectStoreResource, artifacts: ArtifactStoreResource,
-              fetcher: FetchResource) -> Fetched:
-        """Fetch the target page (conditional request when validators are known)."""
-        from scrape_contracts.adapters.fetch import FetchError, fetcher_for, redact_url
-
-        project_store = store.get()
-        partition = context.partition_key
-        url = target_url(loaded, project_store, partition)
-        emit = emitter(context, name)
-        # one run at a time scrapes a target: another run's live lease ends this one here, before any fetch
-        with target_lease(context, project_store, name, partition, contract.fetch, emit, take=True) as held:
-            state = project_store.state(name, partition)
-            # a forced run (run tag scrape_contracts/force=true, `scrape-contracts run --force`): no validators
-            force = context.run.tags.get("scrape_contracts/force") == "true"
-            client = fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir,
-                                 jobs=provider.job_book(loaded, project_store, context.run, {partition: url}))
-            if contract.is_list:  # every page of the target, found with the item selector in force
-                from scrape_contracts.adapters.fetch.paging import paged
-
-                in_force = project_store.current_selectors(name, contract.selectors()).selectors
-                client = paged(client, contract, lists.item_selector(loaded, in_force))
-            try:
-                page = client.fetch(url, etag=None if force else state.etag,
-                                    last_modified=None if force else state.last_modified)
-            except FetchError as exc:
-                emit(Stage.FETCH_FAILED, {"url": redact_url(url), "error": str(exc), "kind": exc.kind,
-                                          "attempts": [dict(a) for a in exc.attempts]})
-                if exc.kind == "budget_spent":  # the contract's budget, not the target, stopped it
-                    context.log_event(provider.budget_observation(name, str(exc).split(" refused: ", 1)[-1]))
-                else:
-                    held.store.record_failures(name, [(partition, str(exc))])
-                if exc.kind == "indeterminate":  # paused with the reason by the provider adapter
-                    paused = project_store.state(name, partition)
-                    emit(Stage.PAUSED, {"reason": paused.pause_reason, "cause": "indeterminate"})
-                    context.log_event(target_state_observation(name, partition, paused.pause_reason))
-                held.release()
-                raise dg.Failure(description=str(exc), allow_retries=False, metadata={
-                    "url": redact_url(url), "kind": exc.kind, "transient": exc.transient}) from None
-            finally:
-                client.close()
-        # the last accepted version is read once, here: every later stage compares against the same snapshot
-        previous = scrape.previous_of(project_store, name, partition)
-        fetched = scrape.observe_page(loaded, partition, url, page, previous, artifacts.get(), emit, force=force)
-        return dataclasses.replace(fetched, lease=held.lease)  # the later steps carry on with it
-
-    @dg.op(name=f"{name}_extract", tags=op_tags)
-    def extract(context: dg.OpExecutionContext, fetched: Fetched, store: ProjectStoreResource,
-                artifacts: ArtifactStoreResource) -> Extracted:
-        """Apply the current selector version to the page."""
-        emit = emitter(context, name)
-        # renewed on the way (a run whose lease lapsed since its fetch stops here)
-        with target_lease(context, store.get(), name, fetched.partition, contract.fetch, emit,
-                          earlier=fetched.lease):
-            selectors = store.get().current_selectors(name, contract.selectors())
-            html = None if scrape.shortcut_holds(loaded, fetched, selectors) else \
-                scrape.page_html(fetched, None, artifacts.get())
-            earlier = scrape.earlier_selectors(store.get().selector_history(name)) if html else {}
-            return scrape.extract(loaded, fetched, selectors, html, emit, earlier)
-
-    @dg.op(name=f"{name}_validate", tags=op_tags)
-    def validate(context: dg.OpExecutionContext, extracted: Extracted) -> Validated:
-        """JSON Schema and semantic rules, against the last accepted version."""
-        return scrape.validate(loaded, extracted, emitter(context, name))
-
+    # Dagster retry on top would multiply both (a slow page took three deadlines).
     # not required: a rejected candidate is not materialised (its failed checks say why), so the UI never
     # shows it as a green "Materialized" and scrape/C is skipped rather than failed
-    @dg.op(name=f"{name}_heal", tags=op_tags,
-           out=dg.Out(io_manager_key="candidate_io_manager", is_required=False))
-    def heal(context: dg.OpExecutionContext, validated: Validated, store: ProjectStoreResource,
-             artifacts: ArtifactStoreResource) -> Iterator[dg.Output]:
-        """Heal broken selectors (never inventing a value), diff, decide the outcome and store the candidate."""
+    @dg.asset(
+        key=candidate_key(name), partitions_def=partitions_def, group_name=group_name or name,
+        description=f"Candidate record of contract {name!r}: fetched, extracted, validated, healed.",
+        # the UI marks partitions whose data came from an older version of the contract
+        code_version=contract.fingerprint,
+        owners=_owners(contract.owners), kinds={"html"}, op_tags=op_tags,
+        tags={"scrape_contracts/contract": name},
+        io_manager_key="candidate_io_manager", output_required=False, pool=scrape_pool(name),
+    )
+    def candidate(context: dg.AssetExecutionContext, store: ProjectStoreResource,
+                  artifacts: PageStoreResource, fetcher: FetchResource) -> Iterator[dg.Output]:
+        """Fetch the page, extract, validate, heal broken selectors (never inventing a value), diff, decide."""
+        from scrape_contracts.adapters.fetch import fetcher_for
         from scrape_contracts.defs.checks import aimed_at_latest, check_evaluations, contract_check_names
 
-        emit = emitter(context, name)
+        emit = emitter(context.op_execution_context, name)
+        partition = context.partition_key
+        # a forced run (run tag scrape_contracts/force=true, `scrape-contracts run --force`): no validators
+        force = context.run.tags.get("scrape_contracts/force") == "true"
         project_store = store.get()
-        partition = validated.fetched.partition
-        # every write of this step (heal, heal attempts, pause, the candidate) is fenced by the run's lease
-        with target_lease(context, project_store, name, partition, contract.fetch, emit,
-                          earlier=validated.fetched.lease) as held:
-            result = scrape.heal_and_decide(loaded, validated, context.run_id, artifacts.get(), held.store, emit)
-            recorded = gate.store_candidate(held.store, result, context.run_id)
-            if recorded.status not in ("pending", "unchanged"):
-                held.release()  # nothing left for scrape/C to accept: the target is free for the next run
+        # a provider contract's jobs are kept in the project store (adapters/fetch/provider)
+        jobs = provider.job_book(loaded, project_store, context.run,
+                                 {partition: scrape.target_url(loaded, project_store, partition)})
+        with lease_failures(emit):
+            try:
+                scraped = single.scrape_target(
+                    loaded, partition, store=project_store, artifacts=artifacts.get(),
+                    fetcher=lambda: fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir, jobs=jobs),
+                    run_id=context.run.run_id, emit=emit, force=force, ended=run_ended(context.instance))
+            except single.FetchFailed as failed:
+                exc = failed.error
+                if exc.kind == "budget_spent":  # the contract's budget, not the target, stopped it
+                    context.log_event(provider.budget_observation(name, str(exc).split(" refused: ", 1)[-1]))
+                if failed.pause_reason is not None:  # an indeterminate submission paused it
+                    context.log_event(target_state_observation(name, partition, failed.pause_reason))
+                raise dg.Failure(description=str(exc), allow_retries=False, metadata={
+                    "url": failed.url, "kind": exc.kind, "transient": exc.transient}) from None
+        result, recorded = scraped.result, scraped.recorded
         if recorded.status == "quarantined":
             emit(Stage.QUARANTINED, {"candidate_id": recorded.candidate_id,
                                      "reasons": [v.message for v in result.violations],
                                      "review": review_command(name, result.partition)})
-        state = project_store.state(name, result.partition)
-        if state.paused:
-            context.log_event(target_state_observation(name, result.partition, state.pause_reason))
+        if scraped.pause_reason is not None:
+            context.log_event(target_state_observation(name, result.partition, scraped.pause_reason))
         if recorded.status == "rejected":
             # every check of the run, passed or failed: the check steps are skipped without a candidate
             violations = [v.as_dict() for v in result.violations]
@@ -193,17 +146,6 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
                                          + "; ".join(v["message"] for v in violations)[:500],
                              allow_retries=False, metadata={"candidate_id": recorded.candidate_id})
         yield dg.Output(recorded, metadata=candidate_metadata(result, recorded))
-
-    @dg.graph_asset(
-        key=candidate_key(name), partitions_def=partitions_def, group_name=group_name or name,
-        description=f"Candidate record of contract {name!r}: fetched, extracted, validated, healed.",
-        # the UI marks partitions whose data came from an older version of the contract
-        code_version=contract.fingerprint,
-        owners=_owners(contract.owners), kinds={"html"},
-        tags={"scrape_contracts/contract": name},
-    )
-    def candidate() -> Any:
-        return heal(validate(extract(fetch())))
 
     @dg.asset(
         key=accepted_key(name), partitions_def=partitions_def, group_name=group_name or name,

@@ -27,11 +27,13 @@ from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.adapters.store import REVIEW_PAUSE
 from scrape_contracts.defs import provider
 from scrape_contracts.defs.assets import accepted_metadata, stage_description, target_state_observation
-from scrape_contracts.defs.names import FORCE_TAG, accepted_key, batch_job_name, candidate_key, review_command
+from scrape_contracts.defs.names import (
+    FORCE_TAG, accepted_key, batch_job_name, candidate_key, review_command, scrape_pool,
+)
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.checks import aimed_at_latest, check_metadata, contract_check_names
 from scrape_contracts.defs.partitions import partitions_for
-from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
+from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.service.batch import BatchRunner, BatchSettings, BatchTarget, TargetOutcome
 from scrape_contracts.defs.leases import run_ended
 from scrape_contracts.service.records import Refusal, Stage
@@ -151,7 +153,7 @@ def hold_connections(instance: dg.DagsterInstance) -> None:
 
 
 def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, config: BatchConfig,
-                   store: ProjectStoreResource, artifacts: ArtifactStoreResource, fetcher: FetchResource
+                   store: ProjectStoreResource, artifacts: PageStoreResource, fetcher: FetchResource
                    ) -> Iterator[Any]:
     """The events of one batch of ``loaded``'s targets: what the batch op yields (the dead-letter replay too)."""
     contract = loaded.contract
@@ -233,9 +235,9 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
 def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
     name = loaded.contract.name
 
-    @dg.op(name=f"{name}_scrape_batch", out={}, tags={"scrape_contracts/contract": name})
+    @dg.op(name=f"{name}_scrape_batch", out={}, tags={"scrape_contracts/contract": name}, pool=scrape_pool(name))
     def scrape_batch(context: dg.OpExecutionContext, config: BatchConfig, store: ProjectStoreResource,
-                     artifacts: ArtifactStoreResource, fetcher: FetchResource) -> Iterator[Any]:
+                     artifacts: PageStoreResource, fetcher: FetchResource) -> Iterator[Any]:
         """Scrape many targets at once; each target's outcome is recorded on its own partition."""
         yield from scrape_targets(context, loaded, config, store, artifacts, fetcher)
 

@@ -1,7 +1,7 @@
 """``ScrapeContracts``: a folder of contracts as a Dagster Component, added with ``dg scaffold defs``.
 
 The attributes of its ``defs.yaml`` reach the assets as resource configuration (``build_definitions``'
-``db_url`` / ``artifacts_dir``), not through the process environment: settings.py stays its one reader, and
+``db_url`` / ``pages``), not through the process environment: settings.py stays its one reader, and
 an attribute left out falls back to the setting's variable there.
 """
 
@@ -21,7 +21,7 @@ from scrape_contracts.defs.example_contract import write_example
 # appended to the scaffolded defs.yaml: the optional attributes, each left out (docs/component.md)
 ATTRIBUTES_HELP = """\
   # db_url: postgresql://scrapes@db/scrapes  # default: SCRAPE_CONTRACTS_DB_URL, else SQLite in DAGSTER_HOME
-  # artifacts_dir: /data/pages               # default: SCRAPE_CONTRACTS_ARTIFACTS_DIR, else DAGSTER_HOME/artifacts
+  # pages: store                            # raw pages: a folder, store or s3://bucket/prefix; default: SCRAPE_CONTRACTS_PAGES, else DAGSTER_HOME/artifacts
   # group_name: scraping                     # default: a group per contract
 """
 
@@ -81,10 +81,10 @@ class ScrapeContracts(dg.Component, dg.Resolvable):
     db_url: Annotated[str | None, dg.Resolver.default(
         description="SQLAlchemy URL of the project store (accepted data, candidates, reviews). Default: "
                     "SCRAPE_CONTRACTS_DB_URL, else SQLite at $DAGSTER_HOME/scrape_contracts.db.")] = None
-    artifacts_dir: Annotated[str | None, dg.Resolver.default(
-        description="Folder of the raw fetched pages, relative to this defs.yaml's folder; every host that "
-                    "runs scrapes must reach it. Default: SCRAPE_CONTRACTS_ARTIFACTS_DIR, else "
-                    "$DAGSTER_HOME/artifacts.")] = None
+    pages: Annotated[str | None, dg.Resolver.default(
+        description="Where the raw fetched pages live: a folder (relative to this defs.yaml's folder), "
+                    "'store' (the project store's database, which every worker host reaches) or "
+                    "s3://bucket/prefix. Default: SCRAPE_CONTRACTS_PAGES, else $DAGSTER_HOME/artifacts.")] = None
     group_name: Annotated[str | None, dg.Resolver.default(
         description="Asset group of every asset made here. Default: one group per contract.")] = None
 
@@ -97,5 +97,10 @@ class ScrapeContracts(dg.Component, dg.Resolvable):
                 "(relative to this defs.yaml)")
         return build_definitions(
             directory, db_url=self.db_url, group_name=self.group_name,
-            artifacts_dir=context.path / self.artifacts_dir if self.artifacts_dir else None)
+            pages=self._pages_location(context.path))
+
+    def _pages_location(self, here: Path) -> str | None:
+        if not self.pages or self.pages == "store" or "://" in self.pages:
+            return self.pages
+        return str(here / self.pages)  # a folder, relative to defs.yaml
 

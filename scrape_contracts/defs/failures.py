@@ -16,8 +16,8 @@ from pydantic import Field
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.defs.batch import BatchConfig, scrape_targets
 from scrape_contracts.defs.metadata import bounded
-from scrape_contracts.defs.names import candidate_key, failures_job_name
-from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
+from scrape_contracts.defs.names import candidate_key, failures_job_name, scrape_pool
+from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.service.failures import DEFAULT_LAST, FailureGroup, count, dead_letters, replayable
 
 FAILURES_STAGE = "dead_letters"
@@ -49,9 +49,10 @@ def failures_observation(name: str, groups: list[FailureGroup], last: int, stage
 def build_failures_job(loaded: LoadedContract) -> dg.JobDefinition:
     name = loaded.contract.name
 
-    @dg.op(name=f"{name}_failures", out={}, tags={"scrape_contracts/contract": name})
+    # in the contract's pool, as every step that fetches for it: a replay is a batch
+    @dg.op(name=f"{name}_failures", out={}, tags={"scrape_contracts/contract": name}, pool=scrape_pool(name))
     def failures(context: dg.OpExecutionContext, config: FailuresConfig, store: ProjectStoreResource,
-                 artifacts: ArtifactStoreResource, fetcher: FetchResource) -> Iterator[Any]:
+                 artifacts: PageStoreResource, fetcher: FetchResource) -> Iterator[Any]:
         """List the targets whose last runs failed, grouped by reason; with ``replay``, scrape them again."""
         groups = dead_letters(store.get(), loaded, last=config.last)
         for group in groups:

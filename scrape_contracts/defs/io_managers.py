@@ -16,7 +16,7 @@ import dagster as dg
 
 from scrape_contracts.adapters.store import Candidate
 from scrape_contracts import settings
-from scrape_contracts.defs.resources import ArtifactStoreResource, FetchResource, ProjectStoreResource
+from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.engine.lists import is_set
 from scrape_contracts.service.accepted import accepted_frame
 
@@ -75,14 +75,17 @@ def env_or(name: str, default: str) -> str | dg.EnvVar:
     return dg.EnvVar(name) if os.environ.get(name) else default
 
 
-def default_resources(*, db_url: str | None = None, artifacts_dir: Path | str | None = None) -> dict[str, object]:
-    """The resources every contract's assets use; ``db_url`` and ``artifacts_dir``, when given, win over the
-    environment (a component's attributes), otherwise the settings' environment variables and defaults."""
+def default_resources(*, db_url: str | None = None, pages: Path | str | None = None) -> dict[str, object]:
+    """The resources every contract's assets use; ``db_url`` and ``pages`` (the page storage), when given, win
+    over the environment (a component's attributes), otherwise the settings' environment variables and
+    defaults."""
     store = ProjectStoreResource(db_url=db_url or env_or("SCRAPE_CONTRACTS_DB_URL", settings.db_url()))
+    location = str(pages) if pages else settings.page_storage()
+    if location == settings.PAGES_IN_STORE:  # the project store's own database, whatever its URL
+        location = db_url or settings.db_url()
     return {
         "store": store,
-        "artifacts": ArtifactStoreResource(root=str(artifacts_dir) if artifacts_dir else env_or(
-            "SCRAPE_CONTRACTS_ARTIFACTS_DIR", str(settings.artifacts_dir()))),
+        "artifacts": PageStoreResource(location=location),
         "fetcher": FetchResource(fixture_root=os.environ.get("SCRAPE_CONTRACTS_FIXTURE_ROOT")),
         "candidate_io_manager": CandidateIOManager(store=store),
         "accepted_io_manager": AcceptedIOManager(store=store),

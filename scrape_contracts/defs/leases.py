@@ -1,7 +1,7 @@
 """A single-target run's lease on its target, in Dagster terms (service/leases.py does the work).
 
-The fetch step takes the lease; the later steps of the same run carry on with it (``resume``), and a run
-that only accepts a candidate of another run takes one of its own. A target scraped by another live run
+The candidate step takes the lease (service/single.py); the step that accepts its candidate carries on with
+it (``resume``), and a run that only accepts a candidate of another run takes one of its own. A target scraped by another live run
 ends this run with the reason (``busy: ...``); a lease lost meanwhile ends it with ``lease lost: ...``.
 The holder is the run id, and a run the instance knows to have ended gives its lease up at once.
 """
@@ -41,38 +41,32 @@ class RunLease:
 
 
 @contextmanager
-def target_lease(context: dg.OpExecutionContext, store: ProjectStore, contract: str, partition: str,
-                 fetch: FetchSettings, emit: Emit, *, take: bool = False, earlier: Lease | None = None
-                 ) -> Iterator[RunLease]:
-    """The run's lease on the target, renewed while the step runs.
-
-    ``take``: take it (the fetch step, or a run that only accepts another run's candidate). Otherwise carry
-    on with the lease an earlier step of this run handed on (``earlier``, checked by its token) or, without
-    one, with the lease this run holds; an ``earlier`` lease of another run means this step re-executes a
-    step of that run with its output, and takes a lease of its own.
-    """
-    duration = leases.duration_for(fetch)
-    holder = context.run.run_id
+def lease_failures(emit: Emit) -> Iterator[None]:
+    """A target scraped by another live run, or a lease lost meanwhile, ends the step with the reason."""
     try:
-        if take or (earlier is not None and earlier.holder != holder):
-            lease = leases.take_one(store, contract, partition, holder=holder, duration=duration,
-                                    ended=run_ended(context.instance))
-        else:
-            lease = leases.resume(store, contract, partition, holder=holder, duration=duration, lease=earlier)
+        yield
     except TargetBusy as busy:
         emit(Stage.BUSY, {"reason": str(busy), "holder": busy.held.holder,
                           "until": busy.held.expires_at.isoformat()})
         raise dg.Failure(description=str(busy), allow_retries=False, metadata={
             "busy_with_run": busy.held.holder, "until": busy.held.expires_at.isoformat()}) from None
     except LeaseLost as lost:
-        raise _lost(lost, emit) from None
-    with leases.LeaseKeeper(store, [lease], duration) as keeper:
-        try:
+        emit(Stage.LEASE_LOST, {"reason": str(lost)})
+        raise dg.Failure(description=str(lost), allow_retries=False) from None
+
+
+@contextmanager
+def target_lease(context: dg.OpExecutionContext, store: ProjectStore, contract: str, partition: str,
+                 fetch: FetchSettings, emit: Emit, *, take: bool) -> Iterator[RunLease]:
+    """The run's lease on the target, renewed while the step runs: taken (``take``: a run that only accepts
+    another run's candidate), or the one this run's candidate step left it (checked to be still this run's)."""
+    duration = leases.duration_for(fetch)
+    holder = context.run.run_id
+    with lease_failures(emit):
+        if take:
+            lease = leases.take_one(store, contract, partition, holder=holder, duration=duration,
+                                    ended=run_ended(context.instance))
+        else:
+            lease = leases.resume(store, contract, partition, holder=holder, duration=duration)
+        with leases.LeaseKeeper(store, [lease], duration) as keeper:
             yield RunLease(store.fenced([lease]), lease, keeper)
-        except LeaseLost as lost:
-            raise _lost(lost, emit) from None
-
-
-def _lost(lost: LeaseLost, emit: Emit) -> dg.Failure:
-    emit(Stage.LEASE_LOST, {"reason": str(lost)})
-    return dg.Failure(description=str(lost), allow_retries=False)

@@ -23,6 +23,12 @@ IDEMPOTENCY_TAG = "scrape_contracts/idempotency_key"
 REVIEW_HINT = "accept or reject with review_job or `scrape-contracts review accept|reject C TARGET`"
 
 
+def scrape_pool(contract: str) -> str:
+    """The op concurrency pool of every step that fetches for ``contract`` (the candidate, a batch): UI
+    launches, backfills and this project's own runs alike. Unlimited until a platform team sets a limit."""
+    return f"scrape/{contract}"
+
+
 def candidate_key(contract: str) -> dg.AssetKey:
     return dg.AssetKey(["scrape", contract, "candidate"])
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages import PageStore, open_pages
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.fetch import FetchSettings
 
@@ -20,13 +20,13 @@ class ProjectStoreResource(dg.ConfigurableResource):
         return ProjectStore(self.db_url)
 
 
-class ArtifactStoreResource(dg.ConfigurableResource):
-    """Raw fetched pages, content-addressed."""
+class PageStoreResource(dg.ConfigurableResource):
+    """Raw fetched pages, content-addressed: a folder, a database URL, or s3://bucket/prefix."""
 
-    root: str
+    location: str
 
-    def get(self) -> ArtifactStore:
-        return ArtifactStore(self.root)
+    def get(self) -> PageStore:
+        return open_pages(self.location)
 
 
 class FetchResource(dg.ConfigurableResource):

@@ -4,7 +4,7 @@
 import dagster as dg
 
 from scrape_contracts import settings
-from scrape_contracts.defs.resources import ArtifactStoreResource, ProjectStoreResource
+from scrape_contracts.defs.resources import PageStoreResource, ProjectStoreResource
 from scrape_contracts.service.retention import RetentionPolicy, prune
 
 RETENTION_JOB = "retention_job"
@@ -20,7 +20,7 @@ class RetentionConfig(dg.Config):
 
 @dg.op(name="prune_raw_pages")
 def prune_raw_pages(context: dg.OpExecutionContext, config: RetentionConfig, store: ProjectStoreResource,
-                    artifacts: ArtifactStoreResource) -> dict:
+                    artifacts: PageStoreResource) -> dict:
     """Delete raw pages and element fingerprints the retention policy no longer keeps."""
     try:
         policy = RetentionPolicy(

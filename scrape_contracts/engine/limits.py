@@ -2,7 +2,7 @@
 
 The defaults fit real pages with a wide margin; a hit is reported per field (extract, validate) or as a
 refusal (heal), never a hang. Each limit has a setting (an environment variable read by
-``scrape_contracts.settings``); the README's "Limits and safety" lists them.
+``scrape_contracts.settings``); docs/limits.md lists them.
 """
 
 from __future__ import annotations

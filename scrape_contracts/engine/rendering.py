@@ -11,7 +11,7 @@ from scrape_contracts.engine.extract import FieldProblem
 
 BROWSER_HINT = ("the page has scripts and none of the fields is in its HTML: its content may be inserted by "
                 "JavaScript, so the page may need `fetch.adapter: browser` in the contract (rendered in "
-                "Chromium; see the README, \"JavaScript pages\")")
+                "Chromium; see docs/contracts.md#javascript-pages-the-browser-adapter)")
 # script types a browser runs (JSON-LD, templates and JSON data blocks are not code)
 _EXECUTABLE = frozenset({"", "text/javascript", "application/javascript", "module", "text/ecmascript",
                          "application/ecmascript"})

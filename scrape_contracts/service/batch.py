@@ -11,7 +11,7 @@ Two kinds of work overlap:
 
 Fetching in the workers rather than in a thread of the run's process was measured: the run's process is
 busy writing Dagster events, and a fetch loop beside it fought for its interpreter lock (2,000 pages, first
-sweep: 66 pages/s with the fetch thread, see the README for the figures now). Memory is bounded by the
+sweep: 66 pages/s with the fetch thread; docs/performance.md has the figures now). Memory is bounded by the
 concurrency, not by the number of targets: a worker holds at most its lanes' pages; what travels back is
 small (a record and its story, no page). One target's failure, timeout or quarantine never holds up the
 others, and a chunk is committed whole or not at all, so a crash leaves every target either recorded
@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages import PageStore
 from scrape_contracts.adapters.store import (
     LeaseLost, LostLease, ProjectStore, StoreUnavailable, unavailable,
 )
@@ -95,7 +95,7 @@ class BatchStats:
 
 
 class BatchRunner:
-    def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: ArtifactStore, run_id: str,
+    def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: PageStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
                  reextract: bool = False, ended: leases.Ended | None = None, jobs: Any = None) -> None:
         self.loaded = loaded
@@ -147,21 +147,25 @@ class BatchRunner:
         self._controls = [queue.Queue() if in_threads else ctx.Queue() for _ in range(count)]
         per_host = max(1, self.settings.per_host // count)
         connections = max(1, self.settings.max_connections // count)
+        # the workers' way to know this process died: it holds the only write end (service/batch_worker.py)
+        owner, owner_end = (None, None) if in_threads else ctx.Pipe(duplex=False)
         workers = []
         for index in range(count):
             mine = tuple(targets[index::count])
-            share = Share(index, self.loaded, self.fetch_settings, str(self.artifacts.root), mine,
+            share = Share(index, self.loaded, self.fetch_settings, self.artifacts.location, mine,
                            {t.partition: previous[t.partition] for t in mine if t.partition in previous},
                            {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                             for t in mine if t.partition in states},
                            self._selectors, per_host, connections, self.force,
                            {t.partition: pages[t.partition] for t in mine if t.partition in pages}
                            if pages is not None else None, earlier, self.jobs)
-            args = (share, results, self._controls[index])
+            args = (share, results, self._controls[index], owner)
             worker = (threading.Thread(target=worker_main, args=args, daemon=True) if in_threads
                       else ctx.Process(target=worker_main, args=args, daemon=True))
             worker.start()
             workers.append(worker)
+        if owner is not None:
+            owner.close()  # the workers have their copies; this process keeps only the write end
         try:
             yield from self._consume(results, workers, targets)
         finally:
@@ -169,6 +173,8 @@ class BatchRunner:
                 worker.join(timeout=10)
                 if worker.is_alive() and not in_threads:
                     worker.terminate()
+            if owner_end is not None:
+                owner_end.close()
             self.stats.finished = time.monotonic()
 
     # -- heal, commit, report -------------------------------------------------------------------------------

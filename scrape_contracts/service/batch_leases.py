@@ -8,13 +8,15 @@ left out of the commit and reported (``lost``); the rest of the chunk is recorde
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections.abc import Callable, Sequence
 
-from scrape_contracts.adapters.store import Lease, LeaseLost, LostLease, ProjectStore
+from scrape_contracts.adapters.store import Lease, LeaseLost, LostLease, ProjectStore, unreachable
 from scrape_contracts.service import leases
 from scrape_contracts.service.records import LeaseRefusal
 
+log = logging.getLogger(__name__)
 
 # committed targets are freed at most this late: a release a second rather than one per chunk (a release is a
 # transaction of its own, about a third of a chunk's commit on PostgreSQL)
@@ -68,7 +70,18 @@ class BatchLeases:
         self.keeper.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.keeper.__exit__(*exc)
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.keeper.__exit__(kind, *exc)
         self._done += self.keeper.drop([lease.key for lease in self.keeper.mine])  # never committed
-        self._flush()
+        count = len(self._done)
+        try:
+            self._flush()
+        except Exception as failed:
+            # a release only frees the targets sooner: unreleased leases expire by themselves. When the batch
+            # is already ending on an error (the database gone mid-batch, most often), that error is the one
+            # to report, not a second one from here; a database gone at the very end is a warning
+            if kind is None and unreachable(failed) is None:
+                raise
+            if kind is None:
+                log.warning("could not release %d target lease(s) (they expire by themselves): %s",
+                            count, unreachable(failed))

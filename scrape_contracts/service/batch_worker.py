@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import queue
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.store import (
     LostLease,
     SelectorVersion,
@@ -60,7 +62,7 @@ class Share:
     index: int
     loaded: LoadedContract
     fetch_settings: Any  # FetchSettings, with deployment overrides applied
-    artifacts_root: str
+    pages: str  # the page storage's location, opened again in the worker
     targets: tuple[BatchTarget, ...]
     previous: dict[str, Previous]
     validators: dict[str, tuple[str | None, str | None]]
@@ -76,8 +78,21 @@ class Share:
 # ---- the workers: each fetches and processes its share --------------------------------------------------
 _SEND_AT = 25  # results per message to the run's process
 _SEND_EVERY_S = 0.1  # or sooner
-def worker_main(share: Share, results: Any, control: Any) -> None:
-    """A worker's life: fetch its targets concurrently, process each page, hand back small results."""
+OWNER_GONE_EXIT = 75  # a worker's exit status when the run's process died under it
+
+
+def worker_main(share: Share, results: Any, control: Any, owner: Any = None) -> None:
+    """A worker's life: fetch its targets concurrently, process each page, hand back small results.
+
+    ``owner`` is the read end of a pipe whose only write end the run's process holds (``None`` for a worker
+    thread). Nothing is ever written to it: it reads end of file when the run's process is gone, however it
+    died (SIGKILL, out of memory). The worker then exits at once: nobody reads its results any more, and
+    without this it went on fetching its share, then blocked for ever at exit flushing into the results
+    queue, an orphan of init holding its memory. An end-of-file has no race to lose, unlike watching a
+    pid (reused) or PR_SET_PDEATHSIG (the parent of a forkserver's child is the forkserver, not the run).
+    """
+    if owner is not None:
+        threading.Thread(target=_exit_when_gone, args=(owner,), name="owner-watch", daemon=True).start()
     try:
         asyncio.run(Worker(share, results, control).run())
     except BaseException as exc:  # noqa: BLE001 (reported to the run, which records the targets as failed)
@@ -86,11 +101,20 @@ def worker_main(share: Share, results: Any, control: Any) -> None:
     results.put(Done(share.index))
 
 
+def _exit_when_gone(owner: Any) -> None:
+    try:
+        while os.read(owner.fileno(), 1):
+            pass  # nothing is written to it; a byte would not mean the run is gone
+    except OSError:
+        pass
+    os._exit(OWNER_GONE_EXIT)  # no queue flush, no clean-up that could wait for a reader that is gone
+
+
 class Worker:
     def __init__(self, share: Share, results: Any, control: Any) -> None:
         self.share = share
         self.loaded = share.loaded
-        self.artifacts = ArtifactStore(share.artifacts_root)
+        self.artifacts = open_pages(share.pages)
         self.results = results
         self.control = control
         self.selectors = share.selectors

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from scrape_contracts import settings
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages import PageStore
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.records import ITEM_SELECTOR
@@ -26,7 +26,7 @@ from scrape_contracts.service import heal_steps, lists
 from scrape_contracts.service.records import Emit, HealReport, Stage, Validated
 
 
-def heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,
+def heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: PageStore,
          store: ProjectStore, emit: Emit) -> tuple[Validated, HealReport]:
     contract = loaded.contract
     records = contract.records

@@ -100,8 +100,6 @@ class Fetched:
     etag: str | None
     last_modified: str | None
     previous: Previous | None
-    # the single-target run's lease on the target, taken before this fetch: its later steps carry on with it
-    lease: Lease | None = None
 
     @property
     def validators(self) -> dict[str, str | None]:

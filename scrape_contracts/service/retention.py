@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scrape_contracts.adapters import retention
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages import PageStore
 from scrape_contracts.adapters.fingerprints import SqlFingerprintStore
 from scrape_contracts.adapters.store import ProjectStore
 
@@ -54,7 +54,7 @@ class RetentionReport:
                 "fingerprints_removed": self.fingerprints_removed, "unchanged_removed": self.unchanged_removed}
 
 
-def prune(store: ProjectStore, artifacts: ArtifactStore, policy: RetentionPolicy,
+def prune(store: ProjectStore, artifacts: PageStore, policy: RetentionPolicy,
           clock: Callable[[], float] = time.time) -> RetentionReport:
     """Delete the raw pages and fingerprints ``policy`` no longer keeps."""
     now = clock()

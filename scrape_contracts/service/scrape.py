@@ -1,8 +1,8 @@
 """The stages of scraping one target, Dagster-free: observe the page → extract → validate → heal → decide.
 
-The single-target ops call these one per op; the batch path calls ``process_page`` (the pure part, in a
-worker process) and ``heal_and_decide`` (in the run's process, as healing writes selector versions). Either
-way a target gets the same outcome from the same page.
+The single-target use case (service/single.py) calls them in turn; the batch path calls ``process_page``
+(the pure part, in a worker process) and ``heal_and_decide`` (in the run's process, as healing writes
+selector versions). Either way a target gets the same outcome from the same page.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from scrape_contracts import settings
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages import PageStore
 from scrape_contracts.adapters.fetch.page import FetchError
 from scrape_contracts.adapters.store import ProjectStore, SelectorVersion
 from scrape_contracts.contract.loader import LoadedContract
@@ -81,7 +81,7 @@ def shortcut_holds(loaded: LoadedContract, fetched: Fetched, selectors: Selector
     return previous.contract_fingerprint in (None, loaded.contract.fingerprint)
 
 
-def page_html(fetched: Fetched, page_html_now: str | None, artifacts: ArtifactStore) -> str | None:
+def page_html(fetched: Fetched, page_html_now: str | None, artifacts: PageStore) -> str | None:
     """The page to extract from: the one just fetched, or, after a 304, the stored last accepted page."""
     if page_html_now:
         return page_html_now
@@ -89,7 +89,7 @@ def page_html(fetched: Fetched, page_html_now: str | None, artifacts: ArtifactSt
 
 
 def observe_page(loaded: LoadedContract, partition: str, url: str, page: Any, previous: Previous | None,
-                 artifacts: ArtifactStore, emit: Emit, *, force: bool = False) -> Fetched:
+                 artifacts: PageStore, emit: Emit, *, force: bool = False) -> Fetched:
     """Store the fetched page and note whether it is the one last accepted (never, with ``force``)."""
     if page.not_modified and previous is None:
         # a 304 refers to a copy we no longer have: without this, extract finds no page much later
@@ -273,7 +273,7 @@ def redecide(loaded: LoadedContract, result: ScrapeResult, previous: Previous | 
                                summary=summary)
 
 
-def heal_and_decide(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,
+def heal_and_decide(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: PageStore,
                     store: ProjectStore, emit: Emit) -> ScrapeResult:
     """Heal broken selectors when there is something to heal (never inventing a value), then decide."""
     report = HealReport()
@@ -308,7 +308,7 @@ def process_page(loaded: LoadedContract, fetched: Fetched, html: str | None, sel
                                           tree if tree is not None else html, extracted.reused)
 
 
-def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: ArtifactStore,
+def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: PageStore,
           store: ProjectStore, emit: Emit) -> tuple[Validated, HealReport]:
     from scrape_contracts.engine.heal import heal
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages import PageStore
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class StoredPage:
 class ArtifactFetcher:
     """The fetcher of a re-extraction: the target's last fetched page, from the artifact store."""
 
-    def __init__(self, artifacts: ArtifactStore, pages: dict[str, str], urls: dict[str, str]) -> None:
+    def __init__(self, artifacts: PageStore, pages: dict[str, str], urls: dict[str, str]) -> None:
         self.artifacts, self.pages, self.partitions = artifacts, pages, {u: p for p, u in urls.items()}
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> StoredPage:

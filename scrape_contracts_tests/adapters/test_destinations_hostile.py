@@ -70,13 +70,32 @@ def test_a_destination_on_an_internal_address_is_refused_unless_it_allows_privat
     assert allowed.status is DeliveryStatus.DELIVERED and len(elsewhere.received) == 1
 
 
+def _slack(url: str, monkeypatch: pytest.MonkeyPatch, **extra: object):
+    monkeypatch.setenv("TEST_SLACK_URL", url)  # a Slack webhook's URL comes from the environment only
+    return parse_destinations({"destinations": {"team": {"type": "slack", "url": "${TEST_SLACK_URL}",
+                                                         **extra}}})["team"]
+
+
 @pytest.mark.parametrize("host", ["169.254.169.254", "[::ffff:169.254.169.254]", "[fd00:ec2::254]"])
-def test_a_cloud_metadata_address_is_never_delivered_to(host: str) -> None:
+@pytest.mark.parametrize("kind", ["webhook", "slack"])
+def test_a_cloud_metadata_address_is_never_delivered_to(host: str, kind: str, monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    url = f"http://{host}/latest"
+    destination = _hook(url, **LOCAL) if kind == "webhook" else _slack(url, monkeypatch, **LOCAL)
     with DeliveryClient() as client:
-        result = deliver(request_for(_hook(f"http://{host}/latest", **LOCAL), _event()), client,
-                         sleep=_Clock().sleep)
+        result = deliver(request_for(destination, _event()), client, sleep=_Clock().sleep)
     assert result.status is DeliveryStatus.DEAD and len(result.attempts) == 1
-    assert result.reason.startswith("blocked_address: webhook hook:") and "cloud metadata" in result.reason
+    name = "hook" if kind == "webhook" else "team"
+    assert result.reason.startswith(f"blocked_address: {kind} {name}:") and "cloud metadata" in result.reason
+
+
+def test_a_slack_destination_on_an_internal_address_is_refused(elsewhere: Receiver,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    with DeliveryClient() as client:
+        refused = deliver(request_for(_slack(elsewhere.url + "/services/x", monkeypatch), _event()), client,
+                          sleep=_Clock().sleep)
+    assert refused.status is DeliveryStatus.DEAD and "is a loopback address" in refused.reason
+    assert elsewhere.received == []
 
 
 def test_a_name_is_checked_after_dns_and_connected_to_at_the_address_checked(elsewhere: Receiver) -> None:

@@ -321,7 +321,7 @@ def test_an_unconditional_304_is_a_fetch_error(site: FixtureSite, make_fetcher) 
 def test_a_304_with_no_accepted_version_to_reuse_is_a_fetch_error(
     site: FixtureSite, make_fetcher, tmp_path: Path
 ) -> None:
-    from scrape_contracts.adapters.artifacts import ArtifactStore
+    from scrape_contracts.adapters.pages.folder import FolderPages
     from scrape_contracts.contract.loader import LoadedContract
     from scrape_contracts.contract.model import Contract
     from scrape_contracts.service import scrape
@@ -332,7 +332,7 @@ def test_a_304_with_no_accepted_version_to_reuse_is_a_fetch_error(
                             tmp_path / "shop.yaml")
 
     with pytest.raises(FetchError, match="304 Not Modified, but target 'p1' has no accepted version"):
-        scrape.observe_page(loaded, "p1", site.url("/p"), page, None, ArtifactStore(tmp_path),
+        scrape.observe_page(loaded, "p1", site.url("/p"), page, None, FolderPages(tmp_path),
                             lambda *_: None)
 
 

@@ -82,9 +82,9 @@ class ThreadedApi:
     """An app served by uvicorn on 127.0.0.1 in a thread of the test, with the settings ``serve`` uses: a real
     HTTP server without a process start (the API's tests on PostgreSQL open its front door in-process)."""
 
-    def __init__(self, app: object) -> None:
+    def __init__(self, app: object, port: int | None = None) -> None:
         self.app = app
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> ThreadedApi:
@@ -110,3 +110,35 @@ class ThreadedApi:
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=60)
+
+
+def oversized_posts(port: int, path: str, *, limit_mb: int = 100) -> tuple[bytes, bytes, int]:
+    """Two POSTs of ``limit_mb`` MB to ``path`` without a token, as raw HTTP: one declaring its length (no
+    byte of the body is sent), one chunked (sent until the server answers). The two answers' first bytes, and
+    how much of the chunked body the server let in before answering."""
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall((head + f"Content-Length: {limit_mb * 1024 * 1024}\r\n\r\n").encode())
+        declared = sock.recv(65536)
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall((head + "Transfer-Encoding: chunked\r\n\r\n").encode())
+        chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
+        answer = b""
+        try:
+            while sent < limit_mb * 1024 * 1024:
+                sock.sendall(chunk)
+                sent += 0x10000
+                sock.setblocking(False)
+                try:
+                    answer = sock.recv(65536)
+                except BlockingIOError:
+                    pass
+                finally:
+                    sock.setblocking(True)
+                if answer:
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        answer = answer or sock.recv(65536)
+    return declared, answer, sent

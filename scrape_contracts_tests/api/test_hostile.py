@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import dagster as dg
 import httpx
@@ -16,7 +17,7 @@ from scrape_contracts.api import FrontDoor, Refusal, Refused
 from scrape_contracts.api import models as m
 from scrape_contracts.api.rest import create_app
 from scrape_contracts.cli import main
-from scrape_contracts_tests.api.servers import ThreadedApi
+from scrape_contracts_tests.api.servers import ThreadedApi, free_port, oversized_posts
 from scrape_contracts_tests.conftest import Harness
 
 CONTRACT = """
@@ -187,42 +188,45 @@ def test_concurrent_launches_with_one_key_and_two_bodies_launch_once(harness: Ha
 
 def test_body_larger_than_the_limit_is_refused_before_it_is_read(sqlite_harness: Harness) -> None:
     """Without a token too: the limit comes before authentication, and the body is never held."""
-    import socket
-
     door = _door(sqlite_harness)
     limit = 64 * 1024
     with ThreadedApi(create_app(front_door=door, max_body_bytes=limit)) as api:
-        head = (f"POST /contracts/dyn/targets HTTP/1.1\r\nHost: 127.0.0.1:{api.port}\r\n"
-                "Content-Type: application/json\r\n")
-        # declared: refused at once, although not one byte of the 100 MB follows
-        with socket.create_connection(("127.0.0.1", api.port), timeout=20) as sock:
-            sock.sendall((head + "Content-Length: 104857600\r\n\r\n").encode())
-            assert sock.recv(65536).startswith(b"HTTP/1.1 413 ")
-        # chunked (no length): the server stops reading at the limit and answers; the client cannot send it all
-        sent = 0
-        with socket.create_connection(("127.0.0.1", api.port), timeout=20) as sock:
-            sock.sendall((head + "Transfer-Encoding: chunked\r\n\r\n").encode())
-            chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
-            answer = b""
-            try:
-                while sent < 100 * 1024 * 1024:
-                    sock.sendall(chunk)
-                    sent += 0x10000
-                    sock.setblocking(False)
-                    try:
-                        answer = sock.recv(65536)
-                    except BlockingIOError:
-                        pass
-                    finally:
-                        sock.setblocking(True)
-                    if answer:
-                        break
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            answer = answer or sock.recv(65536)
-        assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+        # declared: refused at once, although not one byte of the 100 MB follows; chunked (no length): the
+        # server stops reading at the limit and answers, the client cannot send it all
+        declared, chunked, sent = oversized_posts(api.port, "/contracts/dyn/targets")
+        assert declared.startswith(b"HTTP/1.1 413 "), declared[:200]
+        assert chunked.startswith(b"HTTP/1.1 413 "), chunked[:200]
         assert sent < 16 * 1024 * 1024, sent  # socket buffers, not the body
         assert httpx.get(f"{api.url}/health/live").status_code == 200
+
+
+def test_mcp_http_body_larger_than_the_limit_is_refused_before_it_is_read(sqlite_harness: Harness) -> None:
+    """The MCP server's streamable HTTP transport as `mcp --transport http` serves it: the body limit comes
+    before the Host check and the bearer token's, and the body is never held."""
+    from scrape_contracts.api.mcp import build_server, http_app, transport_security
+
+    door = _door(sqlite_harness)
+    port, limit = free_port(), 64 * 1024
+    server = build_server(None, front_door=door, http_url=f"http://127.0.0.1:{port}")
+    app = http_app(server, transport_security("127.0.0.1", port), max_body_bytes=limit)
+    with ThreadedApi(app, port) as mcp:
+        declared, chunked, sent = oversized_posts(port, "/mcp")
+        assert declared.startswith(b"HTTP/1.1 413 "), declared[:200]
+        assert b"SCRAPE_CONTRACTS_API_MAX_BODY_BYTES" in declared
+        assert chunked.startswith(b"HTTP/1.1 413 "), chunked[:200]
+        assert sent < 16 * 1024 * 1024, sent
+        # 100 KB of headers: 400 from the parser when they arrive in pieces, 431 when whole
+        padded = httpx.post(f"{mcp.url}/mcp", headers={"X-Padding": "a" * 100_000}, timeout=20)
+        assert padded.status_code in (400, 431)
+        # under the limit, the request goes on to the token check
+        small = httpx.post(f"{mcp.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=20,
+                           headers={"Accept": "application/json, text/event-stream"})
+        assert small.status_code == 401, small.text
+        with httpx.Client(base_url=mcp.url, timeout=20) as client:
+            answer = client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                 headers={"Accept": "application/json, text/event-stream",
+                                          "Authorization": f"Bearer {_token(door, scope='read')}"})
+        assert answer.status_code != 413, answer.text
 
 
 def test_literal_private_addresses_are_refused_when_targets_are_added(sqlite_harness: Harness, capsys) -> None:
@@ -244,3 +248,44 @@ def test_literal_private_addresses_are_refused_when_targets_are_added(sqlite_har
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "192.168.0.10 is a private address" in err
     assert door.store.list_targets("dyn") == {}
+
+
+def test_liveness_answers_while_every_worker_thread_waits_on_the_database(sqlite_harness: Harness) -> None:
+    """The red-team's 200 streams on PostgreSQL held the worker threads and /health/live, a synchronous route,
+    queued behind them (p50 4.9 s). Here every worker thread waits on the store's write lock, held by the
+    test: liveness still answers, from the event loop."""
+    import asyncio
+    import sqlite3
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anyio.to_thread
+
+    door = _door(sqlite_harness)
+    token = _token(door)
+    with ThreadedApi(create_app(front_door=door)) as api, ThreadPoolExecutor(60) as callers:
+        loop = api.server.servers[0].get_loop()
+
+        async def threads_in_use() -> tuple[float, float]:
+            limiter = anyio.to_thread.current_default_thread_limiter()
+            return limiter.borrowed_tokens, limiter.total_tokens
+
+        path = sa.engine.make_url(sqlite_harness.backend.db_url).database
+        lock = sqlite3.connect(path, isolation_level=None)
+        try:
+            lock.execute("BEGIN IMMEDIATE")  # every store transaction takes it first (engines.py): all wait
+            calls = [callers.submit(httpx.get, f"{api.url}/contracts", timeout=120,
+                                    headers={"Authorization": f"Bearer {token}"}) for _ in range(60)]
+            deadline = time.monotonic() + 60
+            while True:  # until the app's worker threads are all taken by requests waiting on the lock
+                used, total = asyncio.run_coroutine_threadsafe(threads_in_use(), loop).result(timeout=30)
+                if used >= total:
+                    break
+                assert time.monotonic() < deadline, f"only {used} of {total} worker threads in use"
+                time.sleep(0.05)
+            # a synchronous route would queue here until the lock is released (never, within the timeout)
+            assert httpx.get(f"{api.url}/health/live", timeout=10).json() == {"status": "ok"}
+            assert not any(call.done() for call in calls)  # they were all still waiting meanwhile
+        finally:
+            lock.rollback()
+            lock.close()
+        assert {call.result().status_code for call in calls} == {200}

@@ -16,6 +16,7 @@ import pytest
 from scrape_contracts.cli import main
 from scrape_contracts_tests.api.servers import free_port
 from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.planted import plant_yaml
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -183,3 +184,49 @@ def test_a_full_disk_for_pages_is_said_once(sqlite_harness: Harness, site, full_
     out = capsys.readouterr().out
     assert code == 1, out
     assert out.count("6 target(s) failed") == 1 and out.lower().count("no space left on the device") == 1, out
+
+
+def test_dev_starts_nothing_that_imports_from_the_folder_it_is_run_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Dagster starts its webserver, daemon, code servers and run workers as `python -m ...`, which puts the
+    # working folder first on sys.path; the home-made daemon's warm process imported a module planted in the
+    # folder it was started from. `dev` starts Dagster in DAGSTER_HOME instead of where it is run
+    home, elsewhere = tmp_path / "home", tmp_path / "shared"
+    home.mkdir()
+    elsewhere.mkdir()
+    (home / "scrape_contracts.db").touch()  # an instance something was scraped into
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.chdir(elsewhere)
+    started: list[tuple[str, list[str], dict[str, str]]] = []
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: started.append((path, argv, env)))
+    monkeypatch.setattr(os, "chdir", lambda path: started.append(("chdir", [str(path)], {})))
+    assert main(["dev"]) == 0
+    [(chdir, [folder], _), (_, argv, env)] = started
+    assert chdir == "chdir" and Path(folder) == home and argv[1] == "dev"
+    marker = plant_yaml(elsewhere)
+    # a process as Dagster starts its own, with dev's environment: in dev's folder, and (to show the plant
+    # works) in the folder dev was run from
+    for where, imported in ((home, []), (elsewhere, ["-m --version"])):
+        subprocess.run([sys.executable, "-m", "dagster", "--version"], cwd=where, check=True, timeout=120,
+                       env={**env, "PLANT_MARKER": str(marker)}, capture_output=True)
+        assert (marker.read_text().splitlines() if marker.exists() else []) == imported, where
+
+
+def test_a_target_url_over_2048_characters_is_refused_in_contracts_and_by_targets_add(sqlite_harness: Harness,
+                                                                                      capsys) -> None:
+    # a 10 MB URL was accepted: stored, keyed and shown in run history
+    from scrape_contracts.contract.loader import load_contracts
+
+    harness = sqlite_harness
+    huge = "https://shop.example/" + "a" * 10_000_000
+    harness.write_product_contract("dyn", dynamic=True)
+    folder = ["--contracts-dir", str(harness.contracts_dir)]
+    assert main([*folder, "targets", "add", "dyn", huge]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and len(err) < 400, err[:400]
+    assert "10000021 characters long, more than 2048" in err
+    assert harness.store.list_targets("dyn") == {}
+    assert main([*folder, "targets", "add", "dyn", "https://shop.example/" + "b" * 2000]) == 0  # under it
+    harness.write_product_contract("static", {"p1": "https://shop.example/" + "c" * 3000})
+    [error] = [e for e in load_contracts(harness.contracts_dir).errors if e.file.endswith("static.yaml")]
+    assert "more than 2048" in str(error) and len(str(error)) < 400, str(error)[:400]

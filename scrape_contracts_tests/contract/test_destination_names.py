@@ -68,7 +68,7 @@ def test_without_destinations_yaml_the_error_says_where_to_declare_them(tmp_path
     (error,) = load_contracts(tmp_path).errors
     assert (error.field, error.line) == ("activations[0].notify", 9)
     assert error.message == ("unknown destination 'deals_webhook': there is no destinations.yaml beside the "
-                             "contracts declaring any (see Activations in README.md)")
+                             "contracts declaring any (see docs/activations.md#destinations)")
 
 
 def test_a_broken_destinations_yaml_is_an_error_of_its_own(tmp_path: Path) -> None:

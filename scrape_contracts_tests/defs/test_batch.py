@@ -13,7 +13,6 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from scrape_contracts.defs.names import batch_job_name
 from scrape_contracts.defs.history import read_trail
 from scrape_contracts_tests.conftest import Harness, product_page
 from scrape_contracts_tests.fixture_site import Response
@@ -26,10 +25,7 @@ SAMPLE = ["p00", "p10", "p11", "p12", "p13", "p14", "p20", "p21"]
 
 def run_batch(harness: Harness, contract: str, partitions: list[str] | None = None,
               defs: dg.Definitions | None = None) -> dg.ExecuteInProcessResult:
-    config = {"partitions": partitions or []}
-    job = (defs or harness.definitions()).resolve_job_def(batch_job_name(contract))
-    return job.execute_in_process(run_config={"ops": {f"{contract}_scrape_batch": {"config": config}}},
-                                  instance=harness.instance, raise_on_error=False)
+    return harness.run_batch(contract, partitions, defs)
 
 
 def _price(i: int) -> float:

@@ -172,7 +172,7 @@ def test_attributes_reach_the_assets_and_win_over_the_environment(home: Path, tm
             attributes:
               contracts_dir: contracts
               db_url: "{{ env.TEAM_STORE_URL }}"
-              artifacts_dir: pages
+              pages: pages
               group_name: web
             """))
         defs = load(sandbox, path)
@@ -190,7 +190,7 @@ def test_left_out_attributes_fall_back_to_the_settings_and_downstream_assets_rea
         path = scaffold(sandbox)
         defs = load(sandbox, path)
         assert defs.resources["store"].db_url == f"sqlite:///{home / 'scrape_contracts.db'}"
-        assert defs.resources["artifacts"].root == str(home / "artifacts")
+        assert defs.resources["artifacts"].location == str(home / "artifacts")
         groups = {spec.key.to_user_string(): spec.group_name for spec in defs.resolve_all_asset_specs()}
         assert groups["scrape/example"] == groups["scrape/example/candidate"] == "example"
         # the docs' downstream assets, in the project's defs folder beside the component

@@ -6,7 +6,6 @@ import pytest
 
 from scrape_contracts.defs.history import read_trail
 from scrape_contracts_tests.conftest import Harness, product_page
-from scrape_contracts_tests.defs.test_batch import run_batch
 
 
 @pytest.mark.parametrize("path", ["single", "batch"])
@@ -16,18 +15,14 @@ def test_back_to_the_contract_layout_after_a_heal(sqlite_harness: Harness, site,
     site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
     harness.write_product_contract("shop", {"p1": site.url("/p/1")})
 
-    def scrape() -> str:
-        result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop", ["p1"])
-        assert result.success
-        return harness.store.latest_candidate("shop", "p1", run_id=result.run_id).outcome
 
-    assert scrape() == "valid"
+    assert harness.scrape_outcome("shop", "p1", path) == "valid"
     site.set_page("/p/1", product_page("Dune", "BK-1", "$101.00", layout="renamed"))
-    assert scrape() == "healed"
+    assert harness.scrape_outcome("shop", "p1", path) == "healed"
     healed = harness.store.selector_history("shop")[-1]
     assert healed.selectors["price"] == 'strong[data-field="price"]'  # matches nothing on the old layout
     site.set_page("/p/1", product_page("Dune", "BK-1", "$102.00"))  # the redesign is rolled back
-    assert scrape() == "valid"
+    assert harness.scrape_outcome("shop", "p1", path) == "valid"
     assert harness.accepted("shop", "p1")["price"] == 102.0
     assert [v.version for v in harness.store.selector_history("shop")] == [1, 2]  # nothing healed again
     assert harness.store.state("shop", "p1").heal_attempts == 0
@@ -55,9 +50,7 @@ def test_back_to_an_earlier_healed_layout(sqlite_harness: Harness, site, monkeyp
 
     def scrape(page: str) -> str:
         site.set_page("/p/1", page)
-        result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop", ["p1"])
-        assert result.success
-        return harness.store.latest_candidate("shop", "p1", run_id=result.run_id).outcome
+        return harness.scrape_outcome("shop", "p1", path)
 
     assert scrape(product_page("Dune", "BK-1", "$100.00")) == "valid"
     assert scrape(product_page("Dune", "BK-1", "$101.00", layout="renamed")) == "healed"

@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 
 from scrape_contracts import settings
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages.folder import FolderPages
 from scrape_contracts.adapters.fingerprints import SqlFingerprintStore
 from scrape_contracts.engine.heal import FieldMemory
 from scrape_contracts_tests.conftest import Harness, product_page
-from scrape_contracts_tests.defs.test_batch import run_batch
 
 
 @pytest.mark.parametrize("path", ["single", "batch"])
@@ -23,12 +22,8 @@ def test_heal_from_fingerprints_after_the_page_is_gone(sqlite_harness: Harness, 
     site.set_page("/p/1", product_page("Dune", "BK-1", "$100.00"))
     harness.write_product_contract("shop", {"p1": site.url("/p/1")})
 
-    def scrape() -> str:
-        result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop", ["p1"])
-        assert result.success
-        return harness.store.latest_candidate("shop", "p1", run_id=result.run_id).outcome
 
-    assert scrape() == "valid"
+    assert harness.scrape_outcome("shop", "p1", path) == "valid"
     first = harness.store.latest_accepted("shop", "p1")
     stored = SqlFingerprintStore(harness.store.engine).load(first.candidate_id)
     assert set(stored) == {"title", "sku", "price"}
@@ -36,10 +31,10 @@ def test_heal_from_fingerprints_after_the_page_is_gone(sqlite_harness: Harness, 
     assert price.selector == "#price" and price.targets[0].id == "price" and price.target_raw == "$100.00"
 
     # the raw page is deleted (retention): only the fingerprints are left of it
-    artifacts = ArtifactStore(settings.artifacts_dir())
+    artifacts = FolderPages(settings.artifacts_dir())
     assert artifacts.prune(keep=set()) >= 1 and artifacts.get(first.page_sha256) is None
     site.set_page("/p/1", product_page("Dune", "BK-1", "$101.00", layout="renamed"))
-    assert scrape() == "healed"
+    assert harness.scrape_outcome("shop", "p1", path) == "healed"
     assert harness.accepted("shop", "p1") == {"title": "Dune", "sku": "BK-1", "price": 101.0}
     healed = harness.store.selector_history("shop")[-1]
     assert healed.selectors["price"] == 'strong[data-field="price"]'
@@ -57,7 +52,7 @@ def test_no_page_and_no_fingerprints_refuses_with_the_reason(sqlite_harness: Har
     assert harness.run("shop", "p1").success
     accepted = harness.store.latest_accepted("shop", "p1")
     SqlFingerprintStore(harness.store.engine).delete([accepted.candidate_id])
-    ArtifactStore(settings.artifacts_dir()).prune(keep=set())
+    FolderPages(settings.artifacts_dir()).prune(keep=set())
     site.set_page("/p/1", product_page("Dune", "BK-1", "$101.00", layout="renamed"))
     result = harness.run("shop", "p1")
     candidate = harness.store.latest_candidate("shop", "p1", run_id=result.run_id)

@@ -9,6 +9,7 @@ every wait is on a condition (the site, the store, the process), never on a fixe
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -273,9 +274,17 @@ def test_a_run_stopped_past_its_lease_is_taken_over_and_its_late_commits_refused
     batch = setup.start("batch", "batch", ["p2"], SCRAPE_CONTRACTS_LEASE_SECONDS=SHORT_LEASE_S)
     stopped = [single, batch]
     setup.wait_for("both runs to fetch", lambda: all(page.arrived.is_set() for page in pages.values()), stopped)
-    for worker in stopped:
-        setup.stop(worker)
     store = setup.store
+    stopped_at = {}
+    for partition, worker in zip(pages, stopped):  # p1 by the single run, p2 by the batch
+        setup.stop(worker)
+        stopped_at[partition] = (worker.run_id, store.clock())
+    # the bound on a hung worker (docs/limits.md): its targets are free at most one lease after it stopped,
+    # since a stopped worker renews nothing (until then it renewed every third of the lease)
+    lease_s = dt.timedelta(seconds=float(SHORT_LEASE_S))
+    for partition, (run_id, at) in stopped_at.items():
+        held = store.lease("shop", partition)
+        assert held.holder == run_id and held.expires_at <= at + lease_s, (partition, held, at)
     setup.wait_for("both stopped runs' leases to expire", lambda: not any(
         store.lease("shop", p).live(store.clock()) for p in pages), [])
 
@@ -307,3 +316,51 @@ def test_a_run_stopped_past_its_lease_is_taken_over_and_its_late_commits_refused
         assert store.state("shop", partition).failure_streak == 0
     assert store.candidates_of_run(single.run_id) == [] and store.candidates_of_run(batch.run_id) == []
     assert setup.instance.get_run_by_id(single.run_id).status == dg.DagsterRunStatus.FAILURE
+
+
+def _session_members(session: int) -> dict[int, str]:
+    """The living processes of a session (pid → command line); a zombie has died, whoever is to reap it."""
+    members = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue  # gone meanwhile
+        state, sid = fields[0], int(fields[3])
+        if sid == session and state not in ("Z", "X"):
+            members[int(entry.name)] = command
+    return members
+
+
+@pytest.mark.parametrize("setup", ["sqlite"], indirect=True)
+def test_a_killed_batch_leaves_no_parse_worker_behind(setup: Setup, site: FixtureSite) -> None:
+    # a batch of two targets in two parse worker processes (started by a forkserver), each in its fetch;
+    # the run's process is then SIGKILLed: its workers must notice and go, not wait for their pages, then
+    # block for ever at exit on the results queue nobody reads (orphans of init, ~120 MB each)
+    pages = {"p1": HeldPage(product_page("Dune", "BK-1", "$10.00")),
+             "p2": HeldPage(product_page("Emma", "BK-2", "$20.00"))}
+    site.set_handler("/p/1", pages["p1"])
+    site.set_handler("/p/2", pages["p2"])
+    run = setup.start("batch", "batch", ["p1", "p2"], SCRAPE_CONTRACTS_PARSE_WORKERS="2")
+    try:
+        setup.wait_for("both parse workers to fetch", lambda: all(p.arrived.is_set() for p in pages.values()),
+                       [run])
+        session = run.process.pid  # start_new_session: the run's pid is its session's id
+        members = _session_members(session)
+        forked = [pid for pid, command in members.items() if "multiprocessing.forkserver" in command]
+        assert len(forked) == 3, members  # the forkserver and its two workers
+
+        run.process.send_signal(signal.SIGKILL)  # the run's process only, not its group
+        run.process.wait(timeout=30)
+        deadline = time.monotonic() + 30  # far beyond what a worker takes to see the end of its pipe
+        while (left := _session_members(session)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert left == {}, f"outlived their run: {left}"
+    finally:
+        for page in pages.values():
+            page.let_go()
+        for pid in _session_members(run.process.pid):
+            os.kill(pid, signal.SIGKILL)

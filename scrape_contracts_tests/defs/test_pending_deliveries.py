@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import dagster as dg
 import pytest
 
 from scrape_contracts.adapters.outbox import event_id

@@ -33,7 +33,7 @@ def _summary(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
 
 def _candidate_output(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
     for event in result.all_events:
-        if event.event_type_value == "STEP_OUTPUT" and event.step_key.endswith("_heal"):
+        if event.event_type_value == "STEP_OUTPUT" and event.step_key.endswith("candidate"):
             return {k: v.value for k, v in event.event_specific_data.metadata.items()}
     raise AssertionError("no candidate output")
 

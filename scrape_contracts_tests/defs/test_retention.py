@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from scrape_contracts import settings
-from scrape_contracts.adapters.artifacts import ArtifactStore
+from scrape_contracts.adapters.pages.folder import FolderPages
 from scrape_contracts.adapters.fingerprints import SqlFingerprintStore
 from scrape_contracts.defs.retention import RETENTION_JOB
 from scrape_contracts_tests.conftest import Harness, product_page
@@ -50,7 +50,7 @@ def test_retention_keeps_what_the_policy_says(sqlite_harness: Harness, site, mon
     p3_accepted = store.latest_accepted("shop", "p3").page_sha256
     outcome, p3_rejected = scrape("p3", product_page("Book 2", layout="gone"))
     assert outcome == "rejected"
-    artifacts = ArtifactStore(settings.artifacts_dir())
+    artifacts = FolderPages(settings.artifacts_dir())
     everything = {p1_old, p1_new, p2_accepted, p2_quarantined, p3_accepted, p3_rejected}
     assert all(artifacts.exists(sha) for sha in everything)
 
@@ -76,7 +76,7 @@ def test_retention_keeps_what_the_policy_says(sqlite_harness: Harness, site, mon
 
 def test_retention_grace_spares_pages_of_runs_in_flight(sqlite_harness: Harness, site) -> None:
     harness = sqlite_harness
-    artifacts = ArtifactStore(settings.artifacts_dir())
+    artifacts = FolderPages(settings.artifacts_dir())
     stray = artifacts.put("<html><body>fetched a moment ago, its candidate not stored yet</body></html>")
     job = harness.definitions().resolve_job_def(RETENTION_JOB)
     assert job.execute_in_process(instance=harness.instance).success  # default grace: an hour
@@ -129,7 +129,7 @@ def test_a_quarantined_page_is_kept_until_its_review_decides(sqlite_harness: Har
     site.set_page("/p/b", product_page("Book B", "BK-B", "$99.00"))  # beyond the change limit: for review
     harness.run("shop", "b")
     waiting = harness.store.pending_review("shop", "b")
-    artifacts = ArtifactStore(settings.artifacts_dir())
+    artifacts = FolderPages(settings.artifacts_dir())
     policy = RetentionPolicy(keep_days=30, grace_s=0)
     for day in range(1, 32):  # a month of daily retention while nobody reviews
         prune(harness.store, artifacts, policy, clock=lambda day=day: time.time() + day * 86400)

@@ -83,7 +83,7 @@ def test_rejected_candidate_is_not_materialised_and_its_checks_say_why(sqlite_ha
     site.set_page("/p/1", product_page("Dune", "BK-9", "$100.00"))  # wrong product: sku_matches_expected
     harness.write_product_contract("shop", {"p1": site.url("/p/1")})
     path = harness.contracts_dir / "shop.yaml"
-    path.write_text(path.read_text().replace(f"key: p1", "key: p1\n    expected: {sku: BK-1}"))
+    path.write_text(path.read_text().replace("key: p1", "key: p1\n    expected: {sku: BK-1}"))
     result = harness.run("shop", "p1") if path == "single" else run_batch(harness, "shop", ["p1"])
     assert materialized_keys(result) == set()
     evaluations = {e.event_specific_data.check_name: e.event_specific_data for e in result.all_events

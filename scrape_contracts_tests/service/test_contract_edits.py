@@ -116,7 +116,7 @@ def test_pause_by_hand_then_batches_skip_the_target_until_resumed(sqlite_harness
 
 
 def test_reextract_reads_stored_pages_without_fetching(sqlite_harness: Harness, site) -> None:
-    from scrape_contracts.adapters.artifacts import ArtifactStore
+    from scrape_contracts.adapters.pages.folder import FolderPages
 
     harness = sqlite_harness
     keys = [f"t{i:02d}" for i in range(20)]
@@ -130,7 +130,7 @@ def test_reextract_reads_stored_pages_without_fetching(sqlite_harness: Harness, 
     # the contract gains a field; one stored page is gone (pruned)
     harness.write_product_contract("shop", {k: site.url(f"/p/{k}") for k in keys})
     lost = harness.store.latest_accepted("shop", "t19").page_sha256
-    ArtifactStore(harness.backend.home / "artifacts")._path(lost).unlink()
+    FolderPages(harness.backend.home / "artifacts")._path(lost).unlink()
     job = harness.definitions().resolve_job_def("scrape_shop_batch_job")
     result = job.execute_in_process(run_config={"ops": {"shop_scrape_batch": {"config": {"reextract": True}}}},
                                     instance=harness.instance, raise_on_error=False)

@@ -3,7 +3,8 @@
 ``scrape-contracts`` (the default): HMAC-SHA256 over ``timestamp.body``, sent as ``sha256=<hex>`` in
 ``X-Scrape-Contracts-Signature``. A receiver recomputes the signature with the shared secret and compares in
 constant time, and refuses a timestamp older than a few minutes, so a captured request cannot be replayed
-later. ``verify`` is what a Python receiver calls; the README shows it in a receiver that a test runs.
+later. ``verify`` is what a Python receiver calls; docs/webhook-verification.md shows a receiver doing the
+same without this package, which a test runs.
 
 ``standard-webhooks``: the Standard Webhooks specification, which receivers verify with its libraries
 (every language has one): ``webhook-id`` (the message id: the same on every retry and replay, what a

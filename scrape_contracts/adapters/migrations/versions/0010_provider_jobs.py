@@ -1,6 +1,6 @@
 """Provider jobs (issue 25): the jobs a target asked a hosted scraping provider for, with their submit markers.
 
-Revision 0010_provider_jobs (after 0009_repair_intermediate_stores). A new table only: nothing existing
+Revision 0010_provider_jobs (after 0010_page_storage, merged first). A new table only: nothing existing
 changes, and a store without provider contracts keeps it empty.
 """
 
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0010_provider_jobs'
-down_revision = '0009_repair_intermediate_stores'
+down_revision = '0010_page_storage'
 branch_labels = None
 depends_on = None
 

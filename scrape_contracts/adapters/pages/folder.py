@@ -1,14 +1,14 @@
-"""Content-addressed storage of raw pages: the same page is stored once, whoever fetched it."""
+"""Raw pages in a local folder (the laptop default): ``<root>/<sha[:2]>/<sha>.html.gz``, written then renamed."""
 
 from __future__ import annotations
 
 import errno
-import gzip
-import hashlib
 import itertools
 import os
 import secrets
 from pathlib import Path
+
+from scrape_contracts.adapters.pages.base import PageStorageError, checked_sha, compressed, decompressed, encoded
 
 # a new file only, never one that exists (O_EXCL), as tempfile.mkstemp opens it
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -16,23 +16,6 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 # token) and a count (threads; next() on it is atomic under the GIL)
 _TOKEN = secrets.token_hex(4)
 _WRITES = itertools.count()
-
-
-class PageStorageError(OSError):
-    """A page could not be stored; one line that names the folder and what to do, never the temporary file.
-
-    ``kind``: ``no_space`` (the device is full, or a quota is reached) or ``page_storage`` (anything else the
-    file system refused). Transient: the same page can be stored once the cause is fixed."""
-
-    transient = True
-
-    def __init__(self, kind: str, message: str, code: int | None) -> None:
-        super().__init__(code, message)
-        self.kind = kind
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def _storage_error(exc: OSError, root: Path) -> PageStorageError:
@@ -44,19 +27,19 @@ def _storage_error(exc: OSError, root: Path) -> PageStorageError:
                             "(check SCRAPE_CONTRACTS_ARTIFACTS_DIR and its permissions)", exc.errno)
 
 
-class ArtifactStore:
+class FolderPages:
+    """Pages in a folder of this host (or a volume every worker host mounts)."""
+
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self.location = str(self.root)
 
     def _path(self, sha256: str) -> Path:
-        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
-            raise ValueError(f"not a sha256 hex digest: {sha256!r}")
-        return self.root / sha256[:2] / f"{sha256}.html.gz"
+        return self.root / checked_sha(sha256)[:2] / f"{sha256}.html.gz"
 
     def put(self, html: str) -> str:
         """Store ``html`` and return its sha256 (of the UTF-8 text)."""
-        data = html.encode("utf-8")
-        sha = hashlib.sha256(data).hexdigest()
+        data, sha = encoded(html)
         path = str(self._path(sha))
         try:
             # fetched again: fresh for ``prune``'s grace period, so a run storing it now never loses it
@@ -64,9 +47,7 @@ class ArtifactStore:
             return sha
         except FileNotFoundError:
             pass  # new, or pruned just now: write it
-        # level 1: 0.7 ms for a 45 KB page where 6 took 1.5 ms (a sixth of a batch worker's time per page), for
-        # files 13% larger (27% of the page instead of 24%); measured on the benchmark's pages
-        blob = gzip.compress(data, compresslevel=1)
+        blob = compressed(data)
         # write-then-rename: a crash never leaves a truncated page under a valid name
         try:
             fd, tmp = _new_file(path)
@@ -92,7 +73,7 @@ class ArtifactStore:
         path = self._path(sha256)
         if not path.exists():
             return None
-        return gzip.decompress(path.read_bytes()).decode("utf-8")
+        return decompressed(path.read_bytes())
 
     def exists(self, sha256: str) -> bool:
         return self._path(sha256).exists()

@@ -159,8 +159,9 @@ def provider_endpoint(environ: Mapping[str, str] | None = None) -> tuple[str, st
     missing = [name for name, value in (("SCRAPE_CONTRACTS_PROVIDER_URL", url),
                                         ("SCRAPE_CONTRACTS_PROVIDER_TOKEN", token)) if not value]
     if missing:
-        return (f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set (set the provider's base URL "
-                "and API token where the code location and its runs execute)")
+        verb = "is" if len(missing) == 1 else "are"
+        return (f"{' and '.join(missing)} {verb} not set (set the provider's base URL and API token where "
+                "the code location and its runs execute)")
     if not url.startswith(("http://", "https://")):
         return "SCRAPE_CONTRACTS_PROVIDER_URL must be an http:// or https:// URL"
     return url, token

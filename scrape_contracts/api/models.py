@@ -168,9 +168,12 @@ class ContractHealthRecord(_Record):
     paused: int
     review_backlog: int
     heal_budget_left: int
-    indeterminate: int = Field(0, description="provider contracts: targets paused until a submission is reconciled")
-    provider_spend_today: float | None = Field(None, description="provider contracts: jobs' cost since 00:00 UTC")
-    budget_paused: str | None = Field(None, description="why the contract is paused for its cost budget, if it is")
+    indeterminate: int = Field(
+        0, description="provider contracts: targets paused until a submission is reconciled")
+    provider_spend_today: float | None = Field(
+        None, description="provider contracts: what its jobs cost since 00:00 UTC")
+    budget_paused: str | None = Field(
+        None, description="why the contract is paused for its cost budget, if it is")
 
 
 class Health(_Record):
@@ -192,7 +195,7 @@ class ReconcileBody(_Record):
     job_id: Annotated[Text, Field(min_length=1, max_length=256)] | None = Field(
         None, description="the provider's job for this target, to adopt (its dashboard lists it by the label "
                           "<contract>/<target>)")
-    resubmit: bool = Field(False, description="the provider has no job for it: the next scrape submits a new one")
+    resubmit: bool = Field(False, description="the provider has no job for it: the next scrape submits anew")
     reason: ReasonText = Field("", description="why, for the audit trail")
 
 

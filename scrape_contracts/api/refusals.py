@@ -1,4 +1,4 @@
-"""How the front door says no: a ``Refusal`` kind (the API's status code, MCP's tool error) and its message."""
+"""How the front door says no: a ``Refusal`` kind (the API's status code, MCP's tool error), a message."""
 
 from __future__ import annotations
 

@@ -147,11 +147,12 @@ def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor
 
     @app.post("/contracts/{name}/targets/{key}/reconcile", response_model=m.ReconcileResult, status_code=202,
               responses=WRITE_ERRORS, tags=["targets"],
-              summary="Decide an indeterminate provider submission (adopt its job, or resubmit), then scrape the "
-                      "target, idempotently")
+              summary="Decide an indeterminate provider submission (adopt its job, or resubmit), then scrape "
+                      "the target, idempotently")
     def reconcile(request: Request, name: Name, key: Key, who: Who, body: m.ReconcileBody,
                   idempotency_key: Annotated[m.Text, Header(min_length=1, max_length=256, description=(
-                      "the same key (per contract) returns the same decision and scrape run"))]) -> m.ReconcileResult:
+                      "the same key (per contract) returns the same decision and scrape run"))],
+                  ) -> m.ReconcileResult:
         return door.reconcile(who, name, key, body, idempotency_key, rid(request))
 
     @app.get("/contracts/{name}/failures", response_model=m.FailureReport, responses=ERRORS, tags=["targets"],

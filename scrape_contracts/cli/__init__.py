@@ -1,4 +1,4 @@
-"""``scrape-contracts``: validate contracts, run the demo, manage targets, review, reconcile, read the event trail."""
+"""``scrape-contracts``: validate contracts, run the demo, manage targets, review, read the event trail."""
 
 # (the docstring above is the parser's description.) Here: the parser and ``main``; what every command shares is
 # in ``common``; each command group registers itself from its own module.

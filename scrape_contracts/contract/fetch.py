@@ -67,20 +67,22 @@ def _css_problem(setting: str, value: str) -> str:
 class ProviderBudget(Strict):
     """``fetch.provider.budget``: what the contract may spend on provider jobs before it pauses."""
 
-    amount: float = Field(gt=0, le=1_000_000, description="Most the jobs may cost in one period, in currency.")
+    amount: float = Field(gt=0, le=1_000_000, description="Most the jobs may cost in one period.")
     per: Literal["day", "sweep"] = Field(
-        "day", description="day: a UTC calendar day; sweep: one launch of the contract's targets (a schedule tick, "
-                           "`scrape-contracts run`, an API launch, a backfill).")
-    currency: str = Field("USD", min_length=1, max_length=8, description="Only shown: the provider's own currency.")
+        "day", description="day: a UTC calendar day; sweep: one launch of the contract's targets (a schedule "
+                           "tick, `scrape-contracts run`, an API launch, a backfill).")
+    currency: str = Field("USD", min_length=1, max_length=8,
+                          description="Only shown: the provider's own currency.")
 
 
 class ProviderSettings(Strict):
-    """``fetch.provider``: how the provider adapter waits for its jobs (docs/providers.md). The provider's URL and
-    token come from the environment (SCRAPE_CONTRACTS_PROVIDER_URL, SCRAPE_CONTRACTS_PROVIDER_TOKEN)."""
+    """``fetch.provider``: how the provider adapter waits for its jobs (docs/providers.md). The provider's URL
+    and token come from the environment (SCRAPE_CONTRACTS_PROVIDER_URL, SCRAPE_CONTRACTS_PROVIDER_TOKEN)."""
 
     poll_interval_s: float = Field(1.0, gt=0, le=300, description="First wait between two polls of a job.")
     max_poll_interval_s: float = Field(
-        30.0, gt=0, le=3600, description="The wait doubles after each poll up to this (or the provider's Retry-After).")
+        30.0, gt=0, le=3600,
+        description="The wait doubles after each poll up to this (or the provider's Retry-After).")
     budget: ProviderBudget | None = Field(None, description="Spend per day or per sweep; none: no limit.")
 
 
@@ -127,8 +129,8 @@ class FetchSettings(Strict):
             raise ValueError("fetch.headers are not sent by the browser adapter (a redirect would carry them "
                              "to other sites); remove them, or use the http adapter for pages that need them")
         if self.adapter == "provider" and self.headers:
-            raise ValueError("fetch.headers are not sent by the provider adapter (the provider fetches the page, "
-                             "with its own headers); remove them")
+            raise ValueError("fetch.headers are not sent by the provider adapter (the provider fetches the "
+                             "page, with its own headers); remove them")
         if self.provider is not None and self.adapter != "provider":
             raise ValueError(f"fetch.provider is only read by the provider adapter; set `adapter: provider` "
                              f"(now {self.adapter!r}) or remove fetch.provider")

@@ -113,7 +113,8 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
             try:
                 scraped = single.scrape_target(
                     loaded, partition, store=project_store, artifacts=artifacts.get(),
-                    fetcher=lambda: fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir, jobs=jobs),
+                    fetcher=lambda: fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir,
+                                                jobs=jobs),
                     run_id=context.run.run_id, emit=emit, force=force, ended=run_ended(context.instance))
             except single.FetchFailed as failed:
                 exc = failed.error

@@ -86,7 +86,8 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
             "url": outcome.url, "stages": dg.MetadataValue.json(bounded(_story(outcome)))},
             description=stage_description(Stage.FETCH_FAILED.value, {"error": outcome.failure.message}))]
         if outcome.failure.kind == "indeterminate":  # the provider adapter paused it: said on the data too
-            failed.append(target_state_observation(name, partition, outcome.failure.message.split(" refused: ", 1)[-1]))
+            reason = outcome.failure.message.split(" refused: ", 1)[-1]
+            failed.append(target_state_observation(name, partition, reason))
         return [], failed
     result, recorded = outcome.result, outcome.recorded
     assert result is not None and recorded is not None
@@ -155,7 +156,8 @@ def hold_connections(instance: dg.DagsterInstance) -> None:
 def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, config: BatchConfig,
                    store: ProjectStoreResource, artifacts: PageStoreResource, fetcher: FetchResource
                    ) -> Iterator[Any]:
-    """The events of one batch of ``loaded``'s targets: what the batch op yields (the dead-letter replay too)."""
+    """The events of one batch of ``loaded``'s targets: what the batch op yields (the dead letters' replay
+    too)."""
     contract = loaded.contract
     name = contract.name
     partitions_def = partitions_for(contract)
@@ -163,7 +165,8 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
     hold_connections(context.instance)
     project_store = store.get()
     paused = project_store.paused_partitions(name)
-    keys = list(config.partitions) or partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
+    keys = list(config.partitions) or \
+        partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
     urls = target_urls(loaded, project_store)
     targets, skipped = [], []
     spent = provider.budget_pause(loaded, project_store, context.run)
@@ -182,7 +185,8 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
     runner = BatchRunner(
         loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
         force=config.force or context.run.tags.get(FORCE_TAG) == "true", reextract=config.reextract,
-        settings=BatchSettings(per_host=contract.fetch.concurrency, max_connections=settings.max_connections(),
+        settings=BatchSettings(per_host=contract.fetch.concurrency,
+                               max_connections=settings.max_connections(),
                                parse_workers=settings.parse_workers()),
         ended=run_ended(context.instance),
         jobs=provider.job_book(loaded, project_store, context.run, {t.partition: t.url for t in targets}),

@@ -25,8 +25,10 @@ FAILURES_STAGE = "dead_letters"
 
 class FailuresConfig(dg.Config):
     last: int = Field(default=DEFAULT_LAST, ge=1, le=1000,
-                      description="A target is listed when its last `last` runs failed (fetch failed, or rejected).")
-    replay: bool = Field(default=False, description="Scrape the listed targets (not paused) again, as one batch.")
+                      description="A target is listed when its last `last` runs failed (fetch failed, or "
+                                  "rejected).")
+    replay: bool = Field(default=False,
+                         description="Scrape the listed targets (not paused) again, as one batch.")
 
 
 def groups_table(groups: list[FailureGroup]) -> str:
@@ -43,7 +45,8 @@ def failures_observation(name: str, groups: list[FailureGroup], last: int, stage
         "stage": stage, "last": last, "targets": count(groups), "reasons": len(groups),
         "dead_letters": dg.MetadataValue.md(groups_table(groups)),
         "groups": dg.MetadataValue.json(bounded([g.as_dict() for g in groups]))},
-        description=f"{stage}: {count(groups)} target(s) failed their last {last} run(s), {len(groups)} reason(s)")
+        description=f"{stage}: {count(groups)} target(s) failed their last {last} run(s), "
+                    f"{len(groups)} reason(s)")
 
 
 def build_failures_job(loaded: LoadedContract) -> dg.JobDefinition:

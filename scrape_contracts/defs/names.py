@@ -60,10 +60,10 @@ RECONCILE_JOB = "reconcile_job"
 
 
 def failures_job_name(contract: str) -> str:
-    """The dead letters of a contract: lists the targets whose last runs failed, and replays them (defs/failures.py)."""
+    """A contract's dead letters: the targets whose last runs failed, and their replay (defs/failures.py)."""
     return f"scrape_{contract}_failures_job"
 
 
 def reconcile_command(contract: str, partition: str) -> str:
-    return (f"scrape-contracts reconcile {contract} {partition} --job-id ID (or --resubmit) --by NAME --reason WHY "
-            "(or reconcile_job in the Launchpad)")
+    return (f"scrape-contracts reconcile {contract} {partition} --job-id ID (or --resubmit) --by NAME "
+            "--reason WHY (or reconcile_job in the Launchpad)")

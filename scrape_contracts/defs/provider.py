@@ -13,6 +13,7 @@ from typing import Any
 
 import dagster as dg
 
+from scrape_contracts import settings
 from scrape_contracts.adapters.fetch.provider import JobBook
 from scrape_contracts.adapters.store import Budget, ProjectStore
 from scrape_contracts.contract.loader import LoadedContract
@@ -40,13 +41,14 @@ def budget_of(contract: Contract) -> Budget | None:
 
 def job_book(loaded: LoadedContract, store: ProjectStore, run: dg.DagsterRun, urls: Mapping[str, str]
              ) -> JobBook | None:
-    """The book a provider contract's run keeps its jobs in (None for the other adapters); ``urls``: partition → URL
-    of the targets it fetches."""
+    """The book a provider contract's run keeps its jobs in (None for the other adapters); ``urls``: partition
+    → URL of the targets it fetches."""
     contract = loaded.contract
     if contract.fetch.adapter != "provider":
         return None
     return JobBook(store.url, contract.name, run.run_id, {url: key for key, url in urls.items()},
-                   sweep=sweep_of(run.tags, run.run_id), budget=budget_of(contract))
+                   sweep=sweep_of(run.tags, run.run_id), budget=budget_of(contract),
+                   endpoint=settings.provider_endpoint())
 
 
 def budget_pause(loaded: LoadedContract, store: ProjectStore, run: dg.DagsterRun) -> str | None:

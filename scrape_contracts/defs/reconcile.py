@@ -1,8 +1,8 @@
 """``reconcile_job``: a person's decision on an indeterminate provider submission, recorded as a run.
 
-The CLI (``scrape-contracts reconcile``), the API and MCP run it, as the Launchpad does; the decision (who, why,
-which job) is an observation on the target's candidate partition, and the target's paused state on its data.
-The target is then scraped by an ordinary run, which polls the adopted job (or submits a new one).
+The CLI (``scrape-contracts reconcile``), the API and MCP run it, as the Launchpad does; the decision (who,
+why, which job) is an observation on the target's candidate partition, and the target's paused state on its
+data. The target is then scraped by an ordinary run, which polls the adopted job (or submits a new one).
 """
 
 import dagster as dg
@@ -30,15 +30,15 @@ def build_reconcile_job(result: LoadResult) -> dg.JobDefinition:
     @dg.op(name="reconcile_submission")
     def reconcile_submission(context: dg.OpExecutionContext, config: ReconcileConfig,
                              store: ProjectStoreResource) -> None:
-        """Adopt the provider's job for an indeterminate target, or give the submission up; who and why kept."""
+        """Adopt the provider's job for an indeterminate target, or give the submission up (who and why)."""
         from scrape_contracts.service.reconcile import reconcile
 
         loaded = contracts.get(config.contract)
         if loaded is None:
             raise dg.Failure(description=f"no valid contract named {config.contract!r}", allow_retries=False)
         try:
-            done = reconcile(store.get(), loaded, config.partition, job_id=config.job_id, resubmit=config.resubmit,
-                             by=config.by, reason=config.reason)
+            done = reconcile(store.get(), loaded, config.partition, job_id=config.job_id,
+                             resubmit=config.resubmit, by=config.by, reason=config.reason)
         except StoreError as exc:
             raise dg.Failure(description=str(exc), allow_retries=False) from None
         context.log_event(dg.AssetObservation(
@@ -52,8 +52,8 @@ def build_reconcile_job(result: LoadResult) -> dg.JobDefinition:
         context.log.info(done.line())
 
     @dg.job(name=RECONCILE_JOB, tags={"scrape_contracts/kind": "reconcile"},
-            description="Reconcile an indeterminate provider submission (contract, partition, job_id or resubmit, "
-                        "by, reason); then scrape the target.")
+            description="Reconcile an indeterminate provider submission (contract, partition, job_id or "
+                        "resubmit, by, reason); then scrape the target.")
     def reconcile_job() -> None:
         reconcile_submission()
 

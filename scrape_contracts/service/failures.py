@@ -47,7 +47,8 @@ class FailureGroup:
                 "targets": [t.as_dict() for t in self.targets]}
 
 
-def dead_letters(store: ProjectStore, loaded: LoadedContract, *, last: int = DEFAULT_LAST) -> list[FailureGroup]:
+def dead_letters(store: ProjectStore, loaded: LoadedContract, *,
+                 last: int = DEFAULT_LAST) -> list[FailureGroup]:
     """The targets whose last ``last`` scrapes failed, grouped by reason, the largest group first."""
     if last < 1:
         raise ValueError("last must be 1 or more (the number of failed runs in a row)")
@@ -84,7 +85,8 @@ def _group_of(reason: str, url: str, candidate: Any) -> tuple[str, str]:
         text = reason.replace(redact_url(url), "<url>") if url else reason
         return "fetch", _URL.sub("<url>", text)[:300]
     if candidate is not None and candidate.status == CandidateStatus.REJECTED:
-        checks = sorted({v.get("check") or "rejected" for v in (candidate.details or {}).get("violations", [])})
+        violations = (candidate.details or {}).get("violations", [])
+        checks = sorted({v.get("check") or "rejected" for v in violations})
         if checks:
             return "rejected", f"rejected by the checks: {', '.join(checks)}"
     return "other", _URL.sub("<url>", reason)[:300]

@@ -2,10 +2,10 @@
 
 A target is indeterminate when a submit to the provider may have created a job whose id was never recorded
 (adapters/store/provider_jobs.py). A person looks at the provider (its dashboard, or its job list by the
-label ``<contract>/<target>``) and either adopts that job — the target's next scrape polls it and puts its page
-through the contract's checks like any other — or, when the provider has none, resubmits. Adopting checks with
-the provider first that the job exists (and is for the target's URL, when the provider says), so a mistyped id
-cannot send the next run polling a job that is not there.
+label ``<contract>/<target>``) and either adopts that job — the target's next scrape polls it and puts its
+page through the contract's checks like any other — or, when the provider has none, resubmits. Adopting
+checks with the provider first that the job exists (and is for the target's URL, when the provider says), so
+a mistyped id cannot send the next run polling a job that is not there.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ class Reconciled:
 
     def line(self) -> str:
         if self.action == "adopted":
-            return (f"{self.contract}/{self.partition}: adopted provider job {self.job.job_id}; the target's next "
-                    "scrape polls it and puts its page through the contract's checks")
-        return f"{self.contract}/{self.partition}: submission abandoned; the target's next scrape submits a new job"
+            return (f"{self.contract}/{self.partition}: adopted provider job {self.job.job_id}; the target's "
+                    "next scrape polls it and puts its page through the contract's checks")
+        return (f"{self.contract}/{self.partition}: submission abandoned; the target's next scrape submits a "
+                "new job")
 
 
 def reconcile(store: ProjectStore, loaded: LoadedContract, partition: str, *, job_id: str | None = None,
@@ -55,8 +56,8 @@ def reconcile(store: ProjectStore, loaded: LoadedContract, partition: str, *, jo
         # said before asking the provider anything: the usual mistake is the wrong target
         what = (f"its provider job {open_job.job_id} is known ({open_job.state})" if open_job is not None
                 else "it has no provider submission in flight")
-        raise ReconcileRefused(f"nothing to reconcile for {contract.name}/{partition}: {what}; reconcile is for a "
-                               "target paused as indeterminate")
+        raise ReconcileRefused(f"nothing to reconcile for {contract.name}/{partition}: {what}; reconcile is "
+                               "for a target paused as indeterminate")
     why = f": {reason.strip()}" if reason.strip() else ""
     if job_id is not None:
         _check_job(job_id, open_job, environ)
@@ -78,16 +79,17 @@ def _check_job(job_id: str, submission: ProviderJob, environ: Mapping[str, str] 
     try:
         status = client.status(job_id)
     except (NotSent, Unanswered) as exc:
-        raise ReconcileRefused(f"cannot ask the provider about job {job_id} ({exc}); nothing was changed: try "
-                               "again") from None
+        raise ReconcileRefused(f"cannot ask the provider about job {job_id} ({exc}); nothing was changed: "
+                               "try again") from None
     except ProviderError as exc:
         if exc.status == 404:
-            raise ReconcileRefused(f"the provider knows no job {job_id!r}: check the id in its dashboard (the job "
-                                   f"is labelled {submission.contract}/{submission.partition}); nothing was "
-                                   "changed") from None
-        raise ReconcileRefused(f"the provider did not confirm job {job_id}: {exc}; nothing was changed") from None
+            label = f"{submission.contract}/{submission.partition}"
+            raise ReconcileRefused(f"the provider knows no job {job_id!r}: check the id in its dashboard "
+                                   f"(the job is labelled {label}); nothing was changed") from None
+        raise ReconcileRefused(f"the provider did not confirm job {job_id}: {exc}; nothing was "
+                               "changed") from None
     finally:
         client.close()
     if status.url is not None and status.url != submission.url:
-        raise ReconcileRefused(f"provider job {job_id} fetches {status.url}, not this target's {submission.url}: "
-                               "adopt the job made for this target; nothing was changed")
+        raise ReconcileRefused(f"provider job {job_id} fetches {status.url}, not this target's "
+                               f"{submission.url}: adopt the job made for this target; nothing was changed")

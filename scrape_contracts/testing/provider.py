@@ -2,9 +2,10 @@
 
 Hosted scraping providers (Bright Data's scraper API, Zyte API, ScrapingBee and the like) cannot run on this
 machine, so this HTTP server plays one: it implements the job protocol the ``provider`` fetch adapter speaks
-(docs/providers.md), fetches the target page itself when a job is polled to completion, and charges a cost per
-job. It is a stand-in, not a provider: what it promises is the protocol, and its knobs make it misbehave the
-ways a real one does (slow jobs, failed jobs, polls that go unanswered, a submit accepted whose answer is lost).
+(docs/providers.md), fetches the target page itself when a job is polled to completion, and charges a cost
+per job. It is a stand-in, not a provider: what it promises is the protocol, and its knobs make it misbehave
+the ways a real one does (slow jobs, failed jobs, polls that go unanswered, a submit accepted whose answer is
+lost).
 
 The protocol (every request carries ``Authorization: Bearer <token>``; 401 without it):
 
@@ -53,8 +54,8 @@ class StandInJob:
 
 @dataclass
 class HeldSubmit:
-    """A submit the stand-in accepted (the job exists) and does not answer until ``release``: the window in which
-    a test kills the caller, between the provider creating the job and the caller learning its id."""
+    """A submit the stand-in accepted (the job exists) and does not answer until ``release``: the window in
+    which a test kills the caller, between the provider creating the job and the caller learning its id."""
 
     created: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
@@ -81,8 +82,8 @@ class StandInProvider:
     ``log`` has every request (method, path, job id, URL); ``submits()`` the submits among them.
     """
 
-    def __init__(self, *, token: str = "stand-in-token", cost_per_job: float = 0.01, polls_until_done: int = 1,
-                 port: int = 0, fetch_timeout_s: float = 10.0) -> None:
+    def __init__(self, *, token: str = "stand-in-token", cost_per_job: float = 0.01,
+                 polls_until_done: int = 1, port: int = 0, fetch_timeout_s: float = 10.0) -> None:
         self.token = token
         self.cost_per_job = cost_per_job
         self.costs: dict[str, float] = {}
@@ -253,7 +254,8 @@ def _handler_for(provider: StandInProvider) -> type[BaseHTTPRequestHandler]:
                 self._send(400, {"error": "url is required"})
                 return
             job, held, lose = provider.submit(body)
-            provider.record("POST", "/v1/jobs", job_id=job.job_id, url=job.url, lost=lose, held=held is not None)
+            provider.record("POST", "/v1/jobs", job_id=job.job_id, url=job.url, lost=lose,
+                            held=held is not None)
             if held is not None:
                 while not held.released.wait(0.05):
                     if provider._closing.is_set():
@@ -302,15 +304,16 @@ def _handler_for(provider: StandInProvider) -> type[BaseHTTPRequestHandler]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m scrape_contracts.testing.provider",
-                                     description="A local stand-in for a hosted scraping API (docs/providers.md).")
+    parser = argparse.ArgumentParser(
+        prog="python -m scrape_contracts.testing.provider",
+        description="A local stand-in for a hosted scraping API (docs/providers.md).")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--token", required=True, help="the API token callers must send")
     parser.add_argument("--cost", type=float, default=0.01, help="cost charged per job")
     parser.add_argument("--polls-until-done", type=int, default=1, help="polls a job answers 'running' first")
     args = parser.parse_args(argv)
-    provider = StandInProvider(token=args.token, cost_per_job=args.cost, polls_until_done=args.polls_until_done,
-                               port=args.port)
+    provider = StandInProvider(token=args.token, cost_per_job=args.cost,
+                               polls_until_done=args.polls_until_done, port=args.port)
     with provider:
         print(f"stand-in provider at {provider.url} (Ctrl-C stops it)", flush=True)
         try:

@@ -57,8 +57,9 @@ def test_a_submit_that_never_left_is_not_sent_and_one_whose_answer_was_lost_is_u
 def test_the_stand_in_starts_as_the_docs_say() -> None:
     # docs/providers.md: python -m scrape_contracts.testing.provider --port 8765 --token demo-token
     port = _closed_port()
-    process = subprocess.Popen([sys.executable, "-m", "scrape_contracts.testing.provider", "--port", str(port),
-                                "--token", "demo-token"], stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    command = [sys.executable, "-m", "scrape_contracts.testing.provider", "--port", str(port),
+               "--token", "demo-token"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     try:
         assert process.stdout is not None
         assert process.stdout.readline().startswith(f"stand-in provider at http://127.0.0.1:{port}")

@@ -1,6 +1,6 @@
-"""Reconcile and dead letters through the front door: ``scrape-contracts serve`` over real HTTP, the MCP server
-over stdio, a real dagster-daemon starting the runs they queue, and the stand-in provider (a stand-in for a
-hosted scraping API, which cannot run here) on 127.0.0.1."""
+"""Reconcile and dead letters through the front door: ``scrape-contracts serve`` over real HTTP, the MCP
+server over stdio, a real dagster-daemon starting the runs they queue, and the stand-in provider (a stand-in
+for a hosted scraping API, which cannot run here) on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -50,11 +50,13 @@ def _mcp_reconcile(token: str, contracts_dir: str, arguments: dict[str, Any]) ->
             result = await session.call_tool("reconcile", arguments)
             assert not result.is_error, result.content
             answer = result.structured_content or json.loads(result.content[0].text)
-            # the server hands the scrape run to Dagster's queue after answering: the session stays open until then
+            # the server hands the scrape run to Dagster's queue after answering: the session stays open till
+            # then
             run_id = answer["scrape"]["run_id"]
             deadline = time.monotonic() + 300
             with dg.DagsterInstance.get() as instance:
-                while not instance.get_runs(dg.RunsFilter(run_ids=[run_id], statuses=[dg.DagsterRunStatus.QUEUED])):
+                queued = dg.RunsFilter(run_ids=[run_id], statuses=[dg.DagsterRunStatus.QUEUED])
+                while not instance.get_runs(queued):
                     assert time.monotonic() < deadline, f"run {run_id} was not queued"
                     await anyio.sleep(0.2)
             return answer
@@ -66,7 +68,8 @@ def test_reconcile_and_dead_letters_through_the_api_and_mcp(provider_setup: Prov
     setup, provider, store = provider_setup, provider_setup.provider, provider_setup.store
     (setup.home / "dagster.yaml").write_text(json.dumps({  # runs the API queues wait for the daemon
         "telemetry": {"enabled": False}, "run_coordinator": {
-            "module": "dagster", "class": "QueuedRunCoordinator", "config": {"dequeue_interval_seconds": 1}}}))
+            "module": "dagster", "class": "QueuedRunCoordinator",
+            "config": {"dequeue_interval_seconds": 1}}}))
     for i in (1, 2, 3):
         setup.site.set_page(f"/p/{i}", product_page(f"Book {i}", f"BK-{i}", f"${i}.00"))
     setup.write("shop", {f"p{i}": setup.site.url(f"/p/{i}") for i in (1, 2, 3)})
@@ -101,7 +104,7 @@ def test_reconcile_and_dead_letters_through_the_api_and_mcp(provider_setup: Prov
         assert other.status_code == 409 and "r1" in other.json()["detail"]
         assert not store.state("shop", "p1").paused
         [adopted] = [j for j in store.provider_jobs("shop", "p1") if j.job_id == jobs["1"]]
-        assert adopted.note.startswith(f"adopted job {jobs['1']} by {OWNER} (token ")  # who, by the token's id
+        assert adopted.note.startswith(f"adopted job {jobs['1']} by {OWNER} (token ")  # who: the token's id
         assert adopted.note.endswith(": in the provider's dashboard")
 
         # the same operation for an agent
@@ -123,7 +126,8 @@ def test_reconcile_and_dead_letters_through_the_api_and_mcp(provider_setup: Prov
         try:
             scrapes = _finished([answer["scrape"]["run_id"], by_agent["scrape"]["run_id"]])
             assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in scrapes.values())
-            assert [store.latest_accepted("shop", k).record["title"] for k in ("p1", "p2")] == ["Book 1", "Book 2"]
+            titles = [store.latest_accepted("shop", k).record["title"] for k in ("p1", "p2")]
+            assert titles == ["Book 1", "Book 2"]
             assert len(provider.submits()) == 4  # p1, p2 and p3's two: no job was submitted twice
 
             setup.site.set_page("/p/3", product_page("Book 3", "BK-3", "$3.00"))  # fixed
@@ -131,8 +135,9 @@ def test_reconcile_and_dead_letters_through_the_api_and_mcp(provider_setup: Prov
                                  headers={"Idempotency-Key": "replay-1"})
             assert replay.status_code == 202, replay.text
             [run] = replay.json()["runs"]
-            assert client.post("/contracts/shop/failures/replay", json={"last": 2},
-                               headers={"Idempotency-Key": "replay-1"}).json()["runs"][0]["run_id"] == run["run_id"]
+            again = client.post("/contracts/shop/failures/replay", json={"last": 2},
+                                headers={"Idempotency-Key": "replay-1"}).json()
+            assert again["runs"][0]["run_id"] == run["run_id"]
             assert _finished([run["run_id"]])[run["run_id"]].status == dg.DagsterRunStatus.SUCCESS
         finally:
             stop_daemon(daemon)
@@ -144,7 +149,7 @@ def test_reconcile_and_dead_letters_through_the_api_and_mcp(provider_setup: Prov
 
     with store.engine.connect() as conn:
         audit = conn.execute(sa.text("SELECT action, target, outcome FROM sc_api_audit ORDER BY id")).all()
-    assert [(a.action, a.target) for a in audit] == [("reconcile", "p1"), ("reconcile", "p1"), ("reconcile", "p2"),
-                                                     ("replay_failures", "p3")]
+    assert [(a.action, a.target) for a in audit] == [("reconcile", "p1"), ("reconcile", "p1"),
+                                                     ("reconcile", "p2"), ("replay_failures", "p3")]
     assert "refused" in audit[0].outcome or "knows no job" in audit[0].outcome
     assert TOKEN not in api.log.read_text()

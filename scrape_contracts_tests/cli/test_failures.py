@@ -1,6 +1,6 @@
-"""Dead letters: ``scrape-contracts failures`` lists the targets whose last runs failed, grouped by reason, and
-``--replay`` scrapes them again as one batch; the list drains as they recover. Real runs on a real instance
-against a real site on 127.0.0.1."""
+"""Dead letters: ``scrape-contracts failures`` lists the targets whose last runs failed, grouped by reason,
+and ``--replay`` scrapes them again as one batch; the list drains as they recover. Real runs on a real
+instance against a real site on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def _serve(setup: ProviderSetup, *, broken: bool) -> None:
             setup.site.set_page(f"/p/{key}", product_page(f"Book {i}", f"BK-{i}", f"${10 + i}.00"))
 
 
-def _failures(main: Any, setup: ProviderSetup, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+def _failures(main: Any, setup: ProviderSetup, capsys: pytest.CaptureFixture[str],
+              *args: str) -> tuple[int, str]:
     code = main(["--contracts-dir", str(setup.contracts_dir), "failures", "shop", *args])
     return code, capsys.readouterr().out
 
@@ -68,10 +69,11 @@ def test_thirty_targets_six_failing_for_two_reasons_are_listed_grouped_and_a_rep
     assert code == 0
     assert out.splitlines()[0] == "shop: 6 target(s) failed their last 2 run(s), for 2 reason(s):"
     [loaded] = load_contracts(setup.contracts_dir).contracts
-    groups = {g.reason: sorted(t.partition for t in g.targets) for g in dead_letters(setup.store, loaded, last=2)}
+    found = dead_letters(setup.store, loaded, last=2)
+    groups = {g.reason: sorted(t.partition for t in g.targets) for g in found}
     assert groups == {
-        "GET <url> failed: HTTP 503 Service Unavailable after 1 attempt (the site is failing or overloaded; usually "
-        "temporary — run again later or raise fetch.retries)": DOWN,
+        "GET <url> failed: HTTP 503 Service Unavailable after 1 attempt (the site is failing or overloaded; "
+        "usually temporary — run again later or raise fetch.retries)": DOWN,
         "rejected by the checks: price_within_bounds": CHEAP}
     for reason, keys in groups.items():
         assert f"  {reason}: 3 target(s)" in out
@@ -101,8 +103,8 @@ def test_thirty_targets_six_failing_for_two_reasons_are_listed_grouped_and_a_rep
     # reconcile is for provider contracts: said in one line, before any run is made
     runs_before = len(setup.instance.get_runs())
     assert main(["--contracts-dir", str(setup.contracts_dir), "reconcile", "shop", "t00", "--resubmit"]) == 1
-    assert capsys.readouterr().err == ("error: 'shop' does not fetch through a provider (fetch.adapter is 'http'): "
-                                       "nothing to reconcile\n")
+    assert capsys.readouterr().err == ("error: 'shop' does not fetch through a provider (fetch.adapter is "
+                                       "'http'): nothing to reconcile\n")
     assert len(setup.instance.get_runs()) == runs_before
     [replay] = setup.instance.get_runs(dg.RunsFilter(job_name="scrape_shop_failures_job", tags={
         "scrape_contracts/trigger": "cli-replay"}))

@@ -1,6 +1,6 @@
-"""docs/providers.md's commands, run as written: reconcile an indeterminate target, list the dead letters, replay
-them. Against the stand-in provider (a stand-in for a hosted scraping API, which cannot run here) and a real
-instance; the site on 127.0.0.1 is the one the stand-in fetches from."""
+"""docs/providers.md's commands, run as written: reconcile an indeterminate target, list the dead letters,
+replay them. Against the stand-in provider (a stand-in for a hosted scraping API, which cannot run here) and
+a real instance; the site on 127.0.0.1 is the one the stand-in fetches from."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def test_provider_page_commands(provider_setup: ProviderSetup) -> None:
     keys = ["p1", "p2", "p3", "p4"]
     for i, key in enumerate(keys, start=1):
         setup.site.set_page(f"/p/{i}", product_page(f"Book {i}", f"BK-{i}", f"${i}.00"))
-    setup.write("shop", {key: setup.site.url(f"/p/{i}") for i, key in enumerate(keys, start=1)}, concurrency=1)
+    urls = {key: setup.site.url(f"/p/{i}") for i, key in enumerate(keys, start=1)}
+    setup.write("shop", urls, concurrency=1)
     provider.lose_submits = 1  # p1's first job (job-000001): made by the provider, its answer lost
     assert not setup.run_single("shop", "p1").success
     assert store.state("shop", "p1").pause_reason.startswith("indeterminate: ")

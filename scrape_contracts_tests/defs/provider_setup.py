@@ -1,5 +1,5 @@
-"""What the provider tests share: a real instance (Dagster's own classes) in DAGSTER_HOME, the project store, a
-site on 127.0.0.1 and the stand-in provider (scrape_contracts/testing/provider.py, a stand-in for a hosted
+"""What the provider tests share: a real instance (Dagster's own classes) in DAGSTER_HOME, the project store,
+a site on 127.0.0.1 and the stand-in provider (scrape_contracts/testing/provider.py, a stand-in for a hosted
 scraping API that cannot run here) that fetches from it."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.testing.provider import StandInProvider
 from scrape_contracts_tests.fixture_site import FixtureSite
 
-TOKEN = "sk-stand-in-6f0c2a9e41d7b3"  # the provider's API token: it must never show up in an event or a message
+TOKEN = "sk-stand-in-6f0c2a9e41d7b3"  # the provider's API token: never in an event or a message
 
 
 def provider_contract(name: str, urls: dict[str, str], *, budget: dict[str, Any] | None = None,
@@ -60,8 +60,8 @@ class ProviderSetup:
         return ProjectStore(self.db_url)
 
     def write(self, name: str, urls: dict[str, str], **options: Any) -> None:
-        (self.contracts_dir / f"{name}.yaml").write_text(yaml.safe_dump(provider_contract(name, urls, **options),
-                                                                        sort_keys=False))
+        contract = provider_contract(name, urls, **options)
+        (self.contracts_dir / f"{name}.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
 
     def job(self, name: str) -> dg.JobDefinition:
         from scrape_contracts.defs import build_definitions
@@ -85,7 +85,8 @@ class ProviderSetup:
     def start_worker(self, contract: str, partition: str) -> subprocess.Popen[bytes]:
         """A single-target run in a process of its own (a run worker the test can SIGKILL)."""
         code = (f"import dagster as dg; from scrape_contracts.defs import build_definitions; "
-                f"job = build_definitions({str(self.contracts_dir)!r}).resolve_job_def('scrape_{contract}_job'); "
+                f"defs = build_definitions({str(self.contracts_dir)!r}); "
+                f"job = defs.resolve_job_def('scrape_{contract}_job'); "
                 f"job.execute_in_process(partition_key={partition!r}, instance=dg.DagsterInstance.get())")
         return subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ), start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -69,7 +69,8 @@ def test_a_job_is_submitted_once_its_id_kept_before_the_first_poll_and_its_page_
     assert batch.success
     assert {k: setup.store.latest_accepted("shop", k).record["title"] for k in ("p2", "p3")} == {
         "p2": "Emma", "p3": "Ulysses"}
-    assert sorted(s["url"] for s in provider.submits()) == sorted(setup.site.url(f"/p/{i}") for i in (1, 2, 3))
+    submitted = sorted(s["url"] for s in provider.submits())
+    assert submitted == sorted(setup.site.url(f"/p/{i}") for i in (1, 2, 3))
     summary = _summary(batch)
     assert (summary["provider_jobs"], summary["provider_spend"]) == (2, 0.02)
     for run in (single, batch):  # the token is in no event, log line or message
@@ -129,7 +130,8 @@ def test_a_spent_budget_pauses_the_contract_with_the_reason_and_submits_nothing(
     assert first.success
     assert len(provider.submits()) == 2
     summary = _summary(first)
-    assert (summary["provider_jobs"], summary["provider_spend"], summary["provider_currency"]) == (2, 0.02, "EUR")
+    spend = (summary["provider_jobs"], summary["provider_spend"], summary["provider_currency"])
+    assert spend == (2, 0.02, "EUR")
     refused = {f["partition"]: f["reason"] for f in summary["failures"]}
     assert sorted(refused) == ["p3", "p4"]
     assert all("cost budget spent: 0.02 of 0.02 EUR spent today (UTC)" in r for r in refused.values())
@@ -139,7 +141,8 @@ def test_a_spent_budget_pauses_the_contract_with_the_reason_and_submits_nothing(
     assert len(provider.submits()) == 2
     skipped = _summary(second)["skipped"]
     assert {s["partition"] for s in skipped} == set(urls)
-    assert all(s["reason"].startswith("contract paused: cost budget spent: 0.02 of 0.02 EUR") for s in skipped)
+    assert all(s["reason"].startswith("contract paused: cost budget spent: 0.02 of 0.02 EUR")
+               for s in skipped)
     [paused] = [e for e in setup.instance.fetch_observations(accepted_key("shop"), limit=10).records
                 if "paused" in e.asset_observation.metadata]
     assert paused.asset_observation.metadata["paused"].value.startswith("cost budget spent")
@@ -167,9 +170,10 @@ def test_a_budget_per_sweep_is_spent_per_launch(provider_setup: ProviderSetup) -
     second = setup.run_batch("shop", ["p3"], tags={"scrape_contracts/idempotency_key": "sweep-a"})
     assert first.success and second.success
     assert len(provider.submits()) == 2
-    assert _summary(second)["skipped"][0]["reason"].startswith("contract paused: cost budget spent: 0.02 of 0.02 "
-                                                               "USD spent in this sweep")
-    third = setup.run_batch("shop", ["p3"], tags={"scrape_contracts/idempotency_key": "sweep-b"})  # a new sweep
+    assert _summary(second)["skipped"][0]["reason"].startswith(
+        "contract paused: cost budget spent: 0.02 of 0.02 USD spent in this sweep")
+    # a new sweep
+    third = setup.run_batch("shop", ["p3"], tags={"scrape_contracts/idempotency_key": "sweep-b"})
     assert third.success and len(provider.submits()) == 3
     assert setup.store.latest_accepted("shop", "p3").record["title"] == "Book 3"
 
@@ -189,11 +193,13 @@ def test_sigkill_between_the_submit_and_its_job_id_is_indeterminate_until_the_jo
 
     setup, provider, store = provider_setup, provider_setup.provider, provider_setup.store
     setup.site.set_page("/p/1", product_page("Dune", "BK-1", "$10.00"))
-    setup.write("shop", {"p1": setup.site.url("/p/1")}, timeout_s=120, deadline_s=240)  # the held submit waits
+    # the held submit waits, never timed out
+    setup.write("shop", {"p1": setup.site.url("/p/1")}, timeout_s=120, deadline_s=240)
     held = provider.hold_next_submit()  # the provider makes the job and keeps its answer: the kill window
     worker = setup.start_worker("shop", "p1")
     try:
-        provider.wait_for("the run worker's submit", lambda: held.created.is_set() or worker.poll() is not None)
+        provider.wait_for("the run worker's submit",
+                          lambda: held.created.is_set() or worker.poll() is not None)
         assert worker.poll() is None, "the run worker ended before its submit"
         os.killpg(worker.pid, signal.SIGKILL)  # after the provider made the job, before its id was recorded
     finally:
@@ -224,12 +230,13 @@ def test_sigkill_between_the_submit_and_its_job_id_is_indeterminate_until_the_jo
     assert batch.success and _summary(batch)["skipped"][0]["reason"] == state.pause_reason
     assert len(provider.submits()) == 1
 
-    # the job the provider did run, found by its label, adopted: the scrape polls it, its page goes through checks
+    # the job the provider did run, found by its label, adopted: the scrape polls it, its page is checked
     [listed] = [j for j in provider.list_jobs("shop/p1")]
     assert listed["job_id"] == held.job_id
     setup.site.set_page("/p/1", product_page("Dune", "BK-1", "$12.00"))
-    code = main(["--contracts-dir", str(setup.contracts_dir), "reconcile", "shop", "p1", "--job-id", held.job_id,
-                 "--by", "alice", "--reason", "found it in the provider's dashboard"])
+    code = main(["--contracts-dir", str(setup.contracts_dir), "reconcile", "shop", "p1",
+                 "--job-id", held.job_id, "--by", "alice",
+                 "--reason", "found it in the provider's dashboard"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert f"shop/p1: adopted provider job {held.job_id}" in out and "accepted as v1" in out

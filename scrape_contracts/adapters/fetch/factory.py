@@ -97,18 +97,20 @@ def _provider_for(settings: FetchSettings, environ: Mapping[str, str] | None,
     from scrape_contracts import settings as environment
     from scrape_contracts.adapters.fetch.provider import ProviderClient, ProviderFetcher
 
-    endpoint = environment.provider_endpoint(environ)
+    endpoint = jobs.endpoint if jobs is not None and jobs.endpoint is not None and environ is None else \
+        environment.provider_endpoint(environ)
     if isinstance(endpoint, str):
         return MisconfiguredFetcher(f"the provider adapter cannot reach a provider: {endpoint}")
     if jobs is None:
         # without the store a job id could not be recorded before polling: a crash would lose the job
-        return MisconfiguredFetcher("the provider adapter records its jobs in the project store, and this caller "
-                                    "gave it none (run the contract's scrape or batch job)")
+        return MisconfiguredFetcher("the provider adapter records its jobs in the project store, and this "
+                                    "caller gave it none (run the contract's scrape or batch job)")
     url, token = endpoint
     options = settings.provider_settings
     return ProviderFetcher(ProviderClient(url, token, timeout_s=settings.timeout_s), jobs,
                            deadline_s=settings.deadline_s, retries=settings.retries,
-                           poll_interval_s=options.poll_interval_s, max_poll_interval_s=options.max_poll_interval_s,
+                           poll_interval_s=options.poll_interval_s,
+                           max_poll_interval_s=options.max_poll_interval_s,
                            max_bytes=settings.max_bytes)
 
 

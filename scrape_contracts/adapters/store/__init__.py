@@ -9,7 +9,8 @@ process opens the store.
 ``ProjectStore`` is put together from one part per responsibility: ``recording`` (storing and recording
 candidates, quarantine), ``acceptance`` (accepting exactly once, reading accepted versions), ``review``,
 ``selectors`` (selector versions), ``state`` (partition state, dynamic targets), ``leases`` (one holder per
-target, fenced commits), ``provider_jobs`` (a hosted provider's jobs, submit markers, spend), ``views`` (the typed view of a contract's accepted records, PostgreSQL); ``engines``
+target, fenced commits), ``provider_jobs`` (a hosted provider's jobs, submit markers, spend), ``views`` (the
+typed view of a contract's accepted records, PostgreSQL); ``engines``
 holds the connection pools and ``rows`` the values handed out.
 """
 
@@ -31,7 +32,8 @@ from scrape_contracts.adapters.store.errors import (
 )
 from scrape_contracts.adapters.store.leases import LeaseGrant, LeasesMixin
 from scrape_contracts.adapters.store.provider_jobs import (
-    INDETERMINATE_PAUSE, Budget, BudgetSpent, NothingToReconcile, ProviderJob, ProviderJobsMixin, Spend, day_start,
+    INDETERMINATE_PAUSE, Budget, BudgetSpent, NothingToReconcile, ProviderJob, ProviderJobsMixin, Spend,
+    day_start,
 )
 from scrape_contracts.adapters.store.review import ReviewMixin
 from scrape_contracts.adapters.store.rows import (

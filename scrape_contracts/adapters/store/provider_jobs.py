@@ -86,9 +86,10 @@ class Spend:
 
 
 def _job(row: Any) -> ProviderJob:
-    return ProviderJob(row.id, row.contract, row.partition, row.url, row.run_id, row.sweep, ProviderJobState(row.state),
-                       row.job_id, None if row.cost_micros is None else row.cost_micros / MICROS, row.polls or 0,
-                       row.error, row.note, row.submitting_at, row.updated_at)
+    cost = None if row.cost_micros is None else row.cost_micros / MICROS
+    return ProviderJob(row.id, row.contract, row.partition, row.url, row.run_id, row.sweep,
+                       ProviderJobState(row.state), row.job_id, cost, row.polls or 0, row.error, row.note,
+                       row.submitting_at, row.updated_at)
 
 
 def day_start(now: dt.datetime) -> dt.datetime:
@@ -97,7 +98,7 @@ def day_start(now: dt.datetime) -> dt.datetime:
 
 class ProviderJobsMixin(Connected):
     def open_job(self, contract: str, partition: str) -> ProviderJob | None:
-        """The target's job in flight: submitting, submitted (polling) or indeterminate; None when there is none."""
+        """The target's job in flight: submitting, submitted (polling) or indeterminate; None if none."""
         with self.engine.connect() as conn:
             return _open(conn, contract, partition)
 
@@ -129,17 +130,19 @@ class ProviderJobsMixin(Connected):
             _lock_contract(conn, contract)
             found = _open(conn, contract, partition)
             if found is not None:
-                raise StoreError(f"target {contract}/{partition} has provider job {found.job_id or '(no id)'} "
-                                 f"{found.state} already: poll it, or reconcile it")
+                raise StoreError(f"target {contract}/{partition} has provider job "
+                                 f"{found.job_id or '(no id)'} {found.state} already: poll it, or "
+                                 "reconcile it")
             if budget is not None:
                 spent = _spent(conn, contract, sweep=sweep if budget.per == "sweep" else None,
                                since=day_start(now) if budget.per == "day" else None)
                 price = _last_price(conn, contract)
                 if spent.total + price > budget.amount + 1e-9:
-                    raise BudgetSpent(f"cost budget spent: {budget.describe(spent.total)}"
-                                      + (f", and the next job costs about {price:.4g}" if price else "")
-                                      + "; nothing was submitted (raise fetch.provider.budget.amount, or wait for "
-                                      + ("the next UTC day)" if budget.per == "day" else "the next sweep)"))
+                    until = "the next UTC day" if budget.per == "day" else "the next sweep"
+                    next_job = f", and the next job costs about {price:.4g}" if price else ""
+                    raise BudgetSpent(f"cost budget spent: {budget.describe(spent.total)}{next_job}; nothing "
+                                      "was submitted (raise fetch.provider.budget.amount, or wait for "
+                                      f"{until})")
             row = conn.execute(provider_jobs.insert().values(
                 contract=contract, partition=partition, url=url, run_id=run_id, sweep=sweep,
                 state=ProviderJobState.SUBMITTING, polls=0, submitting_at=now, updated_at=now
@@ -148,10 +151,11 @@ class ProviderJobsMixin(Connected):
 
     def job_submitted(self, row_id: int, job_id: str, cost: float | None) -> ProviderJob:
         """The provider's job id (and what it charged), recorded before the job is polled."""
-        return self._update(row_id, state=ProviderJobState.SUBMITTED, job_id=job_id, cost_micros=_micros(cost))
+        return self._update(row_id, state=ProviderJobState.SUBMITTED, job_id=job_id,
+                            cost_micros=_micros(cost))
 
     def submit_not_sent(self, row_id: int, error: str) -> ProviderJob:
-        """The submit never reached the provider, or it answered with no job: nothing made, nothing charged."""
+        """The submit never reached the provider, or it answered with no job: nothing made or charged."""
         return self._update(row_id, state=ProviderJobState.ABANDONED, error=error, cost_micros=0,
                             note="no job: the submit was not sent, or the provider refused it")
 
@@ -160,7 +164,8 @@ class ProviderJobsMixin(Connected):
 
     def job_finished(self, row_id: int, *, done: bool, cost: float | None, error: str | None = None,
                      polls: int | None = None) -> ProviderJob:
-        values: dict[str, Any] = {"state": ProviderJobState.DONE if done else ProviderJobState.FAILED, "error": error}
+        state = ProviderJobState.DONE if done else ProviderJobState.FAILED
+        values: dict[str, Any] = {"state": state, "error": error}
         if cost is not None:
             values["cost_micros"] = _micros(cost)
         if polls is not None:
@@ -199,7 +204,8 @@ class ProviderJobsMixin(Connected):
         with self.engine.connect() as conn:
             return _spent(conn, contract, run_id=run_id, sweep=sweep, since=since)
 
-    def budget_left(self, contract: str, budget: Budget, *, sweep: str | None = None) -> tuple[Spend, str | None]:
+    def budget_left(self, contract: str, budget: Budget, *,
+                    sweep: str | None = None) -> tuple[Spend, str | None]:
         """(the period's spend, the reason the contract is paused for its budget or None)."""
         since = day_start(self.clock()) if budget.per == "day" else None
         with self.engine.connect() as conn:
@@ -247,17 +253,19 @@ def _open(conn: Connection, contract: str, partition: str) -> ProviderJob | None
 def _lock_contract(conn: Connection, contract: str) -> None:
     # SQLite: BEGIN IMMEDIATE holds the whole store already; PostgreSQL: one lock per contract's budget
     if conn.dialect.name == "postgresql":
-        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(f"sc_provider_budget:{contract}"))))
+        key = sa.func.hashtext(f"sc_provider_budget:{contract}")
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
 
 
 def _spent(conn: Connection, contract: str, *, run_id: str | None = None, sweep: str | None = None,
            since: dt.datetime | None = None) -> Spend:
-    # jobs: those the provider gave an id; unknown: submissions without one whose cost nobody knows (in flight,
-    # or indeterminate); a submit that made no job has cost 0 and is neither
-    query = sa.select(sa.func.coalesce(sa.func.sum(provider_jobs.c.cost_micros), 0),
-                      sa.func.count().filter(provider_jobs.c.job_id.is_not(None)),
-                      sa.func.count().filter(provider_jobs.c.job_id.is_(None), provider_jobs.c.cost_micros.is_(None))
-                      ).where(provider_jobs.c.contract == contract)
+    # jobs: those the provider gave an id; unknown: submissions without one whose cost nobody knows (in
+    # flight, or indeterminate); a submit that made no job has cost 0 and is neither
+    jobs = provider_jobs.c
+    query = sa.select(sa.func.coalesce(sa.func.sum(jobs.cost_micros), 0),
+                      sa.func.count().filter(jobs.job_id.is_not(None)),
+                      sa.func.count().filter(jobs.job_id.is_(None), jobs.cost_micros.is_(None))
+                      ).where(jobs.contract == contract)
     if run_id is not None:
         query = query.where(provider_jobs.c.run_id == run_id)
     if sweep is not None:

@@ -14,7 +14,8 @@ from sqlalchemy.exc import IntegrityError
 
 from scrape_contracts.adapters import outbox as _outbox
 from scrape_contracts.adapters.schema import (
-    CandidateStatus, OutboxKind, candidates, outbox as outbox_table, partition_state, selector_versions, targets,
+    CandidateStatus, OutboxKind, candidates, outbox as outbox_table, partition_state, selector_versions,
+    targets,
 )
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.leases import check_fence
@@ -96,10 +97,12 @@ class PartitionStateMixin(Connected):
             return {}
         newest = (sa.select(sa.func.max(outbox_table.c.id)).where(
             outbox_table.c.kind == OutboxKind.FAILED, outbox_table.c.contract == contract,
-            outbox_table.c.partition.in_(list(partitions))).group_by(outbox_table.c.partition).scalar_subquery())
+            outbox_table.c.partition.in_(list(partitions))
+        ).group_by(outbox_table.c.partition).scalar_subquery())
+        row = outbox_table.c
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(outbox_table.c.partition, outbox_table.c.data, outbox_table.c.created_at)
-                                .where(outbox_table.c.id.in_(newest))).all()
+            rows = conn.execute(sa.select(row.partition, row.data, row.created_at)
+                                .where(row.id.in_(newest))).all()
         return {r.partition: (str((r.data or {}).get("reason") or "failed"), r.created_at) for r in rows}
 
     def outbox(self) -> _outbox.Outbox:

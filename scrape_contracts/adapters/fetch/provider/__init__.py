@@ -10,7 +10,9 @@ from scrape_contracts.adapters.fetch.provider.book import JobBook
 from scrape_contracts.adapters.fetch.provider.client import (
     JobResult, JobStatus, NotSent, ProviderClient, ProviderError, Submitted, Unanswered,
 )
-from scrape_contracts.adapters.fetch.provider.fetcher import AsyncProviderFetcher, ProviderFetcher, indeterminate_reason
+from scrape_contracts.adapters.fetch.provider.fetcher import (
+    AsyncProviderFetcher, ProviderFetcher, indeterminate_reason,
+)
 
-__all__ = ["AsyncProviderFetcher", "JobBook", "JobResult", "JobStatus", "NotSent", "ProviderClient", "ProviderError",
-           "ProviderFetcher", "Submitted", "Unanswered", "indeterminate_reason"]
+__all__ = ["AsyncProviderFetcher", "JobBook", "JobResult", "JobStatus", "NotSent", "ProviderClient",
+           "ProviderError", "ProviderFetcher", "Submitted", "Unanswered", "indeterminate_reason"]

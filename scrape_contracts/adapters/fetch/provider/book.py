@@ -20,6 +20,9 @@ class JobBook:
     targets: Mapping[str, str] = field(repr=False)  # URL → partition key
     sweep: str = ""
     budget: Budget | None = None
+    # the provider's (base URL, token), or why there is none, as the run's process read them: a batch's worker
+    # processes fork from a server started earlier, whose environment may be older than the run's
+    endpoint: tuple[str, str] | str | None = field(default=None, repr=False)
 
     @property
     def store(self) -> ProjectStore:
@@ -32,7 +35,7 @@ class JobBook:
             raise LookupError(f"{url} is not a target of this run of {self.contract!r}") from None
 
     def label(self, partition: str) -> str:
-        """What the provider keeps with the job: enough for a person to find it in the provider's dashboard."""
+        """What the provider keeps with the job: a person finds it by this in the provider's dashboard."""
         return f"{self.contract}/{partition}"
 
     def open_job(self, partition: str) -> ProviderJob | None:

@@ -33,7 +33,7 @@ class NotSent(ProviderError):
 
 
 class Unanswered(ProviderError):
-    """The request went out and no answer came back (timed out, connection closed): it may have been acted on."""
+    """The request went out and no answer came back (timed out, connection closed): it may have been done."""
 
 
 @dataclass(frozen=True)
@@ -104,17 +104,19 @@ class ProviderClient:
             return JobResult(str(body["url"]), int(body["status"]), dict(body.get("headers") or {}),
                              str(body["body"]), body.get("encoding"))
         except (KeyError, TypeError, ValueError):
-            raise ProviderError(f"the provider at {self.shown} sent job {job_id}'s result without url, status "
-                                "and body") from None
+            raise ProviderError(f"the provider at {self.shown} sent job {job_id}'s result without url, "
+                                "status and body") from None
 
     def _call(self, method: str, path: str, *, what: str, json: Any = None) -> dict[str, Any]:
         return self._exchange(method, path, what=what, json=json)[1]
 
-    def _exchange(self, method: str, path: str, *, what: str, json: Any = None) -> tuple[httpx.Response, dict]:
+    def _exchange(self, method: str, path: str, *, what: str,
+                  json: Any = None) -> tuple[httpx.Response, dict]:
         try:
             response = self._client.request(method, path, json=json)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            raise NotSent(f"{what}: cannot reach the provider at {self.shown} ({type(exc).__name__})") from None
+            raise NotSent(f"{what}: cannot reach the provider at {self.shown} "
+                          f"({type(exc).__name__})") from None
         except httpx.TimeoutException as exc:
             raise Unanswered(f"{what}: no answer from the provider at {self.shown} within the timeout "
                              f"({type(exc).__name__})") from None

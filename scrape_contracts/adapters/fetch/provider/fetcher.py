@@ -41,18 +41,20 @@ from scrape_contracts.adapters.store import INDETERMINATE_PAUSE, BudgetSpent, Pr
 
 def indeterminate_reason(job: ProviderJob, label: str, why: str) -> str:
     """The pause reason of an indeterminate target: what happened and the two ways out."""
-    return (f"{INDETERMINATE_PAUSE}: {why} (run {job.run_id}, {job.submitting_at:%Y-%m-%d %H:%M:%S} UTC), so the "
-            "provider may have a job for it that was never recorded; nothing more is submitted for it until it is "
-            f"reconciled: find the job labelled {label!r} at the provider and run `scrape-contracts reconcile "
-            f"{job.contract} {job.partition} --job-id ID`, or `--resubmit` if the provider has none")
+    return (f"{INDETERMINATE_PAUSE}: {why} (run {job.run_id}, {job.submitting_at:%Y-%m-%d %H:%M:%S} UTC), "
+            "so the provider may have a job for it that was never recorded; nothing more is submitted for it "
+            f"until it is reconciled: find the job labelled {label!r} at the provider and run "
+            f"`scrape-contracts reconcile {job.contract} {job.partition} --job-id ID`, or `--resubmit` if "
+            "the provider has none")
 
 
 class ProviderFetcher(ClosesOnExit):
     """Fetches pages through a provider's jobs; safe to share between threads (one client, one book)."""
 
     def __init__(self, client: ProviderClient, book: JobBook, *, deadline_s: float = 60.0, retries: int = 2,
-                 poll_interval_s: float = 1.0, max_poll_interval_s: float = 30.0, max_bytes: int = 5_000_000,
-                 sleep: Callable[[float], Any] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+                 poll_interval_s: float = 1.0, max_poll_interval_s: float = 30.0,
+                 max_bytes: int = 5_000_000, sleep: Callable[[float], Any] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.book = book
         self.deadline_s = deadline_s
@@ -85,24 +87,27 @@ class ProviderFetcher(ClosesOnExit):
         elif job.job_id is None:
             why = ("a submit for it went out and its answer, the job id, was never recorded"
                    if job.state != "indeterminate" else "its earlier submission is indeterminate")
-            reason = job.error if job.state == "indeterminate" and job.error else indeterminate_reason(job, label, why)
+            known = job.state == "indeterminate" and job.error
+            reason = job.error if known else indeterminate_reason(job, label, why)
             self.book.indeterminate(job, reason)
-            raise FetchError(f"GET {shown} refused: {reason}", kind="indeterminate", url=shown, transient=False)
+            raise FetchError(f"GET {shown} refused: {reason}", kind="indeterminate", url=shown,
+                             transient=False)
         status, polls = self._poll(job, shown, started)
         attempt = {"provider_job": job.job_id, "polls": polls, "cost": status.cost if status.cost is not None
                    else job.cost, "resumed": resumed}
         if status.state == "failed":
             error = status.error or "no reason given"
             self.book.finished(job, done=False, cost=status.cost, error=error, polls=polls)
-            raise FetchError(f"GET {shown} failed: provider job {job.job_id} failed: {error[:300]} (the next run "
-                             "submits a new job)", kind="provider_job_failed", url=shown, transient=True,
+            raise FetchError(f"GET {shown} failed: provider job {job.job_id} failed: {error[:300]} (the next "
+                             "run submits a new job)", kind="provider_job_failed", url=shown, transient=True,
                              attempts=(attempt,))
         try:
             result = self.client.result(job.job_id)
         except ProviderError as exc:
             # the job stays open: the next run downloads the same result, it submits nothing
-            raise FetchError(f"GET {shown} failed: {exc} (job {job.job_id} stays recorded; the next run downloads "
-                             "its result)", kind="provider", url=shown, transient=True, attempts=(attempt,)) from None
+            raise FetchError(f"GET {shown} failed: {exc} (job {job.job_id} stays recorded; the next run "
+                             "downloads its result)", kind="provider", url=shown, transient=True,
+                             attempts=(attempt,)) from None
         self.book.finished(job, done=True, cost=status.cost, polls=polls)
         return self._page(url, shown, result, started, attempt)
 
@@ -110,7 +115,8 @@ class ProviderFetcher(ClosesOnExit):
         try:
             marker = self.book.begin_submit(partition, url)
         except BudgetSpent as exc:
-            raise FetchError(f"GET {shown} refused: {exc}", kind="budget_spent", url=shown, transient=True) from None
+            raise FetchError(f"GET {shown} refused: {exc}", kind="budget_spent", url=shown,
+                             transient=True) from None
         try:
             answer = self.client.submit(url, label)
         except NotSent as exc:
@@ -118,8 +124,8 @@ class ProviderFetcher(ClosesOnExit):
             raise FetchError(f"GET {shown} failed: {exc} (nothing was submitted; usually temporary)",
                              kind="provider_unreachable", url=shown, transient=True) from None
         except Unanswered as exc:
-            job = self.book.indeterminate(marker, indeterminate_reason(marker, label, f"the submit's answer was lost "
-                                                                                      f"({exc})"))
+            why = f"the submit's answer was lost ({exc})"
+            job = self.book.indeterminate(marker, indeterminate_reason(marker, label, why))
             raise FetchError(f"GET {shown} refused: {job.error}", kind="indeterminate", url=shown,
                              transient=False) from None
         except ProviderError as exc:
@@ -139,16 +145,16 @@ class ProviderFetcher(ClosesOnExit):
             except (NotSent, Unanswered) as exc:
                 failures += 1
                 if failures > self.retries:
-                    raise FetchError(f"GET {shown} failed: {exc}, {messages.attempts(failures)} in a row (job "
-                                     f"{job.job_id} stays recorded; the next run polls it again)",
+                    raise FetchError(f"GET {shown} failed: {exc}, {messages.attempts(failures)} in a row "
+                                     f"(job {job.job_id} stays recorded; the next run polls it again)",
                                      kind="provider_unreachable", url=shown, transient=True) from None
                 status = None
             except ProviderError as exc:
                 if exc.status == 404:
                     self.book.finished(job, done=False, cost=None, error=str(exc), polls=polls)
-                    raise FetchError(f"GET {shown} failed: {exc} (the provider does not know job {job.job_id}; the "
-                                     "next run submits a new job)", kind="provider_job_unknown", url=shown,
-                                     transient=True) from None
+                    raise FetchError(f"GET {shown} failed: {exc} (the provider does not know job "
+                                     f"{job.job_id}; the next run submits a new job)",
+                                     kind="provider_job_unknown", url=shown, transient=True) from None
                 raise FetchError(f"GET {shown} failed: {exc}", kind="provider", url=shown,
                                  transient=exc.status is None or exc.status >= 500) from None
             else:
@@ -160,10 +166,11 @@ class ProviderFetcher(ClosesOnExit):
             if self._clock() - started + pause > self.deadline_s:
                 self.book.polled(job, polls)
                 state = status.state if status is not None else "unanswered"
+                took = messages.seconds(self._clock() - started)
                 raise FetchError(f"GET {shown} timed out: provider job {job.job_id} is still {state} after "
-                                 f"{messages.seconds(self._clock() - started)} (fetch.deadline_s {self.deadline_s:g}; "
-                                 "the job stays recorded and the next run polls it again)", kind="provider_timeout",
-                                 url=shown, transient=True)
+                                 f"{took} (fetch.deadline_s {self.deadline_s:g}; the job stays recorded and "
+                                 "the next run polls it again)", kind="provider_timeout", url=shown,
+                                 transient=True)
             self._sleep(pause)
             wait = min(wait * 2, self.max_poll_interval_s)
 
@@ -174,8 +181,9 @@ class ProviderFetcher(ClosesOnExit):
             raise FetchError(f"GET {shown} {messages.too_large(self.max_bytes, f'{len(data)} bytes')}",
                              kind="too_large", url=shown, attempts=(attempt,))
         if result.status >= 400:
-            raise FetchError(f"GET {shown} {messages.failed_status(result.status, '')} (as fetched by the provider)",
-                             kind="http_status", url=shown, status=result.status,
+            failed = messages.failed_status(result.status, "")
+            raise FetchError(f"GET {shown} {failed} (as fetched by the provider)", kind="http_status",
+                             url=shown, status=result.status,
                              transient=result.status >= 500 or result.status == 429, attempts=(attempt,))
         return Page(url=result.url or url, requested_url=url, status=result.status, html=html,
                     sha256=hashlib.sha256(data).hexdigest(), headers=dict(result.headers),

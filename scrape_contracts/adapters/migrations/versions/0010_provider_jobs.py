@@ -1,4 +1,4 @@
-"""Provider jobs (issue 25): the jobs a target asked a hosted scraping provider for, with their submit markers.
+"""Provider jobs (issue 25): the jobs a target asked a hosted scraping provider for, and their submit markers
 
 Revision 0010_provider_jobs (after 0010_page_storage, merged first). A new table only: nothing existing
 changes, and a store without provider contracts keeps it empty.
@@ -25,8 +25,8 @@ def upgrade() -> None:
         sa.Column('run_id', sa.String(length=64), nullable=False),
         sa.Column('sweep', sa.String(length=256), nullable=False),
         sa.Column('state', sa.Enum('submitting', 'submitted', 'done', 'failed', 'indeterminate', 'abandoned',
-                                   name='ck_sc_provider_jobs_state', native_enum=False, create_constraint=True,
-                                   length=16), nullable=False),
+                                   name='ck_sc_provider_jobs_state', native_enum=False,
+                                   create_constraint=True, length=16), nullable=False),
         sa.Column('job_id', sa.String(length=256), nullable=True),
         sa.Column('cost_micros', sa.BigInteger(), nullable=True),
         sa.Column('polls', sa.Integer(), server_default='0', nullable=False),

@@ -8,10 +8,14 @@ writes its own content there (six posts: title, date, author, tags, lead paragra
 every theme, as the themes ship. Nothing of the themes is in the repository: only this script, its content
 and its truth.
 
-A case is one field of one post page under an ordered pair of themes (A -> B): the contract's selector is
-authored on A's page (the first element in A's article showing the value, by its classes, else a path),
-the healer gets A's page as the last good one and B's as the new one. Expected: the post's true value
-when B shows it (visible text, or a link's href, or a time's datetime), else a refusal. A theme that fails
+A case is one field of one page under an ordered pair of themes (A -> B): four post pages (title, date,
+author, lead, the links to the newer and the older post) and the two listing pages of the posts, three a
+page, newest first (the newest post's title, date and link, a positional field whose contract says
+``item: first``; the link to the next or previous listing page). The contract's selector is authored on
+A's page (the first element in A's article showing the value, by its classes, else a path), the healer
+gets A's page as the last good one and B's as the new one. Expected: the page's true value when B shows
+it (visible text, or a link's href, or a time's datetime), else a refusal. A correct heal's selector is
+also read on B's other pages of the kind: it should read their own value (``carried``). A theme that fails
 to render (an install or configuration check of its own) is reported and left out.
 """
 
@@ -28,6 +32,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urldefrag
 
 from lxml import etree
 
@@ -52,7 +57,13 @@ THEMES = tuple(name[len("hexo-theme-"):] for name in PACKAGES if name.startswith
 AUTHOR = "Ana Lima"
 TOPICS = ("timber framing", "roof felt", "floor joists", "door hinges", "window frames", "base slabs")
 POSTS = range(1, len(TOPICS) + 1)
-PAGES = range(2, len(TOPICS))  # posts with a newer and an older neighbour
+PER_PAGE = 3  # posts per listing page: two listing pages, newest first
+# the pages of a case: posts with a newer and an older neighbour, and both listing pages of the posts;
+# page -> (path in the rendered site, URL)
+PAGES = {**{f"post-{n}": (f"posts/post-{n}/index.html", f"{SITE}/posts/post-{n}/")
+            for n in range(2, len(TOPICS))},
+         "list-1": ("index.html", f"{SITE}/"), "list-2": ("page/2/index.html", f"{SITE}/page/2/")}
+FIRST = "first"  # the contract's item rule of a listing's newest post: the first of the list
 GENERATE = """const path = require('path'); const Hexo = require('hexo');
 (async () => {
   const hexo = new Hexo(path.resolve(process.argv[2]), {silent: true, config: process.argv[3]});
@@ -73,8 +84,20 @@ def lead(n: int) -> str:
     return f"This is the lead paragraph of post {n}, on {TOPICS[n - 1]}, written for the benchmark alone."
 
 
-def truth(n: int) -> dict[str, tuple[str, Any]]:
-    """field -> (type, value) of post ``n``'s page."""
+def truth(page: str) -> dict[str, tuple[str, Any]]:
+    """field -> (type, value) of a page: a post's own fields, or a listing's newest post and its link to
+    the next (older) or previous listing page."""
+    kind, number = page.split("-")
+    n = int(number)
+    if kind == "list":
+        newest = len(TOPICS) - PER_PAGE * (n - 1)
+        facts = {"latest_title": ("string", title(newest)), "latest_date": ("date", f"2024-03-{newest:02d}"),
+                 "latest_link": ("url", f"{SITE}/posts/post-{newest}/")}
+        if n == 1:
+            facts["next_page"] = ("url", f"{SITE}/page/2/")
+        else:
+            facts["previous_page"] = ("url", f"{SITE}/")
+        return facts
     return {"title": ("string", title(n)), "published": ("date", f"2024-03-{n:02d}"),
             "author": ("string", AUTHOR), "lead": ("string", lead(n)),
             "newer": ("url", f"{SITE}/posts/post-{n + 1}/"), "older": ("url", f"{SITE}/posts/post-{n - 1}/")}
@@ -82,7 +105,8 @@ def truth(n: int) -> dict[str, tuple[str, Any]]:
 
 def _site(root: Path) -> None:
     (root / "source" / "_posts").mkdir(parents=True, exist_ok=True)
-    base = f"title: Shed Notes\nauthor: {AUTHOR}\nlanguage: en\nurl: {SITE}\npermalink: posts/:title/\n"
+    base = (f"title: Shed Notes\nauthor: {AUTHOR}\nlanguage: en\nurl: {SITE}\npermalink: posts/:title/\n"
+            f"per_page: {PER_PAGE}\nindex_generator:\n  per_page: {PER_PAGE}\n  order_by: -date\n")
     for theme in THEMES:
         (root / f"_config.{theme}.yml").write_text(f"{base}theme: {theme}\npublic_dir: out-{theme}\n")
     for n in POSTS:
@@ -94,8 +118,8 @@ def _site(root: Path) -> None:
     (root / "generate.js").write_text(GENERATE)
 
 
-def build(root: Path) -> tuple[dict[str, dict[int, str]], dict[str, str]]:
-    """Install (once), render with every theme: theme -> post -> HTML; and theme -> why it was left out."""
+def build(root: Path) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Install (once), render with every theme: theme -> page -> HTML; and theme -> why it was left out."""
     root.mkdir(parents=True, exist_ok=True)
     if not (root / "node_modules" / "hexo").is_dir():
         (root / "package.json").write_text(json.dumps({"name": "themes-bench", "private": True,
@@ -103,13 +127,13 @@ def build(root: Path) -> tuple[dict[str, dict[int, str]], dict[str, str]]:
         subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=root,
                        check=True)
     _site(root)
-    pages: dict[str, dict[int, str]] = {}
+    pages: dict[str, dict[str, str]] = {}
     left_out: dict[str, str] = {}
     for theme in THEMES:
         shutil.rmtree(root / f"out-{theme}", ignore_errors=True)
         done = subprocess.run(["node", "generate.js", ".", f"_config.{theme}.yml"], cwd=root,
                               capture_output=True, text=True, timeout=300)
-        found = {n: (root / f"out-{theme}" / "posts" / f"post-{n}" / "index.html") for n in PAGES}
+        found = {page: root / f"out-{theme}" / path for page, (path, _) in PAGES.items()}
         if done.returncode or not all(p.is_file() and p.stat().st_size for p in found.values()):
             left_out[theme] = (done.stderr.strip().splitlines() or ["rendered empty pages"])[-1][:160]
             continue
@@ -135,9 +159,16 @@ def _holds(el: etree._Element, ftype: str, value: Any) -> str | None:
 
 def _reads(raw: str, ftype: str, value: Any) -> bool:
     try:
-        return parse_value(raw, ftype, base_url=SITE + "/posts/x/") == value
+        return same(ftype, parse_value(raw, ftype, base_url=SITE + "/posts/x/"), value)
     except ValueParseError:
         return False
+
+
+def same(ftype: str, got: Any, value: Any) -> bool:
+    """A link's fragment (``/page/2/#board``: where the page scrolls to) is not part of where it leads."""
+    if ftype == "url" and isinstance(got, str) and isinstance(value, str):
+        return urldefrag(got).url == urldefrag(value).url
+    return got == value
 
 
 def _shown(root: etree._Element, ftype: str, value: Any) -> list[tuple[etree._Element, str]]:
@@ -148,13 +179,16 @@ def _shown(root: etree._Element, ftype: str, value: Any) -> list[tuple[etree._El
         src = _holds(el, ftype, value)
         if src:
             out.append((el, src))
-    # what an author reads: the post itself first, a sidebar, menu or footer last
+    # what an author reads: the post itself first (with its own pager, a <nav> inside the article or
+    # main column), a sidebar, site menu or footer last
     def rank(item: tuple[etree._Element, str]) -> int:
         above = list(item[0].iterancestors())
+        tags = {a.tag for a in above}
+        inside = bool(tags & {"article", "main"})
         names = " ".join(f"{a.get('class') or ''} {a.get('id') or ''}" for a in above).lower()
-        if {a.tag for a in above} & {"aside", "nav", "footer"} or any(w in names for w in SIDE_WORDS):
+        if tags & {"aside", "footer"} or "nav" in tags and not inside or any(w in names for w in SIDE_WORDS):
             return 2
-        return 0 if {a.tag for a in above} & {"article", "main"} else 1
+        return 0 if inside else 1
     return sorted(out, key=rank)
 
 
@@ -200,46 +234,63 @@ def _forms(el: etree._Element) -> list[str]:
 class Outcome:
     before: str
     after: str
-    post: int
+    page: str
     field: str
     ftype: str
     expected: Any
     got: Any
     reason: str | None
+    carries: bool | None = None  # a correct heal's selector reads the right value on B's other posts
 
     @property
     def verdict(self) -> str:
         if self.got is None:
             return "refused"
-        return "correct" if self.expected != REFUSE and self.got == self.expected else "wrong"
+        return "correct" if self.expected != REFUSE and same(self.ftype, self.got, self.expected) else "wrong"
 
 
-def run_corpus(pages: dict[str, dict[int, str]]) -> tuple[list[Outcome], list[float]]:
-    """Every ordered pair of themes, every post page, every field the before theme shows."""
+def run_corpus(pages: dict[str, dict[str, str]]) -> tuple[list[Outcome], list[float]]:
+    """Every ordered pair of themes, every page, every field the before theme shows."""
     outcomes: list[Outcome] = []
     per_field: list[float] = []
+    parsed = {t: {n: parse_html(html) for n, html in by_post.items()} for t, by_post in pages.items()}
     for a in pages:
-        for n in PAGES:
+        for n, (_, url) in PAGES.items():
             facts = truth(n)
             fields = {}
             for name, (ftype, value) in facts.items():
                 selector = author_selector(pages[a][n], ftype, value)
                 if selector:
                     fields[name] = {"selector": selector, "before": value, "type": ftype}
+                    if name.startswith("latest_"):
+                        fields[name]["item"] = FIRST
             for b in pages:
                 if b == a or not fields:
                     continue
                 after = parse_html(pages[b][n]).root
                 started = time.perf_counter()
-                results = heal(pages[a][n], pages[b][n], fields, page_url=f"{SITE}/posts/post-{n}/")
+                results = heal(pages[a][n], pages[b][n], fields, page_url=url)
                 per_field.append((time.perf_counter() - started) / len(fields))
                 for name, spec in fields.items():
                     ftype, value = facts[name]
                     expected = value if _shown(after, ftype, value) else REFUSE
                     r = results[name]
+                    carries = None
+                    if r.value is not None and expected != REFUSE and same(ftype, r.value, expected):
+                        others = [m for m in PAGES if m != n and name in truth(m)]
+                        if others:
+                            carries = all(_carries(parsed[b][m], r.selector, name, m) for m in others)
                     outcomes.append(Outcome(a, b, n, name, ftype, expected, r.value,
-                                            None if r.healed else r.evidence.get("reason")))
+                                            None if r.healed else r.evidence.get("reason"), carries))
     return outcomes, per_field
+
+
+def _carries(page: Any, selector: str, name: str, other: str) -> bool:
+    """The healed selector reads page ``other``'s own value of the field (a link to the newer post, not the
+    same link in a sidebar list that only happened to hold it on the healed page)."""
+    ftype, value = truth(other)[name]
+    texts = [t for t in select_texts(page, selector) if t]
+    return len(texts) == 1 and _reads(texts[0], ftype, value)
 
 
 def _pcts(outcomes: list[Outcome]) -> dict[str, float]:
@@ -256,17 +307,23 @@ def report(outcomes: list[Outcome], per_field: list[float], left_out: dict[str, 
     print(f"  value shown by the new theme: correct {_pcts(shown)['correct']:.1f}% wrong "
           f"{_pcts(shown)['wrong']:.1f}% n={len(shown)}; not shown: refused "
           f"{sum(o.verdict == 'refused' for o in hidden)}/{len(hidden)}")
+    heals = [o for o in outcomes if o.carries is not None]
+    print(f"  correct heals whose selector reads the right value on the new theme's other posts: "
+          f"{sum(o.carries for o in heals)}/{len(heals)}")
     print(f"  heal time per field: median {statistics.median(per_field) * 1000:.1f} ms "
           f"(page parsing included, {len(per_field)} calls)")
     if left_out:
         print("  themes left out: " + "; ".join(f"{t} ({why})" for t, why in left_out.items()))
-    print("\n  per field       correct wrong refused    n")
+    print("\n  per field       correct wrong refused    n  carried")
     by_field: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_field[f"{o.field} ({o.ftype})"].append(o)
     for name, group in by_field.items():
         q = _pcts(group)
-        print(f"  {name:<18} {q['correct']:5.1f} {q['wrong']:5.1f} {q['refused']:5.1f} {len(group):5d}")
+        healed = [o for o in group if o.carries is not None]
+        carried = f"{sum(o.carries for o in healed)}/{len(healed)}"
+        print(f"  {name:<18} {q['correct']:5.1f} {q['wrong']:5.1f} {q['refused']:5.1f} {len(group):5d} "
+              f"{carried:>8}")
     reasons = Counter(o.reason for o in outcomes if o.verdict == "refused")
     total = max(1, sum(reasons.values()))
     shares = ", ".join(f"{r} {100 * c / total:.0f}%" for r, c in reasons.most_common())
@@ -283,8 +340,11 @@ def report(outcomes: list[Outcome], per_field: list[float], left_out: dict[str, 
     if verbose:
         for o in outcomes:
             if o.verdict != "correct":
-                print(f"  {o.verdict:<7} {o.before}->{o.after} post {o.post} {o.field}: "
+                print(f"  {o.verdict:<7} {o.before}->{o.after} {o.page} {o.field}: "
                       f"expected={o.expected!r} got={o.got!r} ({o.reason})")
+            elif o.carries is False:
+                print(f"  correct, but the healed selector fails on other posts: {o.before}->{o.after} "
+                      f"{o.page} {o.field}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,9 +36,10 @@ def page_storage() -> str:
     return os.environ.get("SCRAPE_CONTRACTS_PAGES") or str(artifacts_dir())
 
 
-def max_connections() -> int:
-    """Batched runs: requests in flight at once over all hosts (``fetch.concurrency`` limits each host)."""
-    return _positive_int("SCRAPE_CONTRACTS_MAX_CONNECTIONS", 32)
+def max_connections() -> int | None:
+    """Batched runs: requests in flight at once over all hosts (``fetch.concurrency`` limits each host); None
+    when unset: every host's concurrency at once, at least 32 and at most 256 (``service.batch``)."""
+    return _positive_int("SCRAPE_CONTRACTS_MAX_CONNECTIONS", 32) if os.environ.get("SCRAPE_CONTRACTS_MAX_CONNECTIONS") else None
 
 
 def parse_workers() -> int:

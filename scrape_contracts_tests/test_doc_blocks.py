@@ -20,6 +20,8 @@ NOT_RUN_HERE = {
         "needs a Kubernetes cluster",
     ("docs/performance.md", "python benchmarks/throughput.py --pages 2000 --paths raw,batch --postgres --server nginx"):
         "minutes of benchmark that load the whole machine; test_benchmark_throughput.py runs this script at 40 pages",
+    ("docs/performance.md", "python benchmarks/politeness.py"):
+        "about ten minutes of benchmark that load the whole machine; test_benchmark_politeness.py runs it on three hosts",
     ("docs/data-contracts.md",
      "python3 -m venv ~/.datacontract && ~/.datacontract/bin/pip install 'datacontract-cli[postgres]==1.2.8'"):
         "an install; the tests make the same environment once per machine and use it",

@@ -182,6 +182,13 @@ targets = sa.Table(
     sa.Column("partition", sa.String(256), primary_key=True),
     sa.Column("url", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    # discovery (contract ``discover:``): the declared source that last found the target (NULL: added by hand,
+    # a file or the API, never marked gone), when it was last found, its sitemap ``lastmod`` when the contract
+    # skips unchanged targets (NULL otherwise), and since when its source no longer lists it (NULL: listed)
+    sa.Column("source", sa.Text),
+    sa.Column("seen_at", sa.DateTime(timezone=True)),
+    sa.Column("lastmod", sa.DateTime(timezone=True)),
+    sa.Column("gone_at", sa.DateTime(timezone=True)),
 )
 
 # The outbox: every state change above that can interest someone, one row, written in the same transaction

@@ -57,6 +57,9 @@ class TargetStatus(_Record):
                                                  "rejected, unchanged, superseded or pending")
     last_run_id: str | None
     last_scraped_at: str | None
+    gone_since: str | None = Field(
+        None, description="when its discovery source stopped listing it (ISO 8601): its data stays, sweeps "
+                          "skip it until it is listed again")
 
 
 class ContractDetail(_Record):

@@ -94,6 +94,7 @@ class FrontDoor(RecoveryOps):
             {t.partition_key: t.url for t in contract.static_targets}
         states = self.store.states(name)
         latest = self.store.latest_candidates(name)
+        gone = self.store.gone_targets(name) if contract.is_dynamic else {}
         targets = []
         for key, url in urls.items():
             state, candidate = states.get(key), latest.get(key)
@@ -103,7 +104,8 @@ class FrontDoor(RecoveryOps):
                 failure_streak=state.failure_streak if state else 0,
                 last_outcome=str(candidate.status) if candidate else None,
                 last_run_id=candidate.run_id if candidate else None,
-                last_scraped_at=candidate.created_at.isoformat() if candidate else None))
+                last_scraped_at=candidate.created_at.isoformat() if candidate else None,
+                gone_since=gone[key].isoformat() if key in gone else None))
         definition = contract.model_dump(mode="json", by_alias=True, exclude_none=True)
         fetch = definition.get("fetch") or {}
         # request headers are where a contract keeps credentials for its site: names only
@@ -214,7 +216,7 @@ class FrontDoor(RecoveryOps):
 
         name = loaded.contract.name
         all_keys = partitions_for(loaded.contract).get_partition_keys(dynamic_partitions_store=self.instance)
-        paused = self.store.paused_partitions(name)
+        paused = self.store.skipped_partitions(name, unchanged=loaded.contract.skips_unchanged)
         if body.partition is not None:
             if body.partition not in all_keys:
                 raise Refused(Refusal.NOT_FOUND, f"{name!r} has no target {body.partition!r}")

@@ -1,4 +1,4 @@
-"""``scrape-contracts targets add|list``, ``run`` and ``reextract``: what is scraped, launched as runs."""
+"""``scrape-contracts targets add|list|discover``, ``run`` and ``reextract``: what is scraped, as runs."""
 
 from __future__ import annotations
 
@@ -22,6 +22,11 @@ def register(sub: Any) -> None:
     p = targets.add_parser("list", help="list a contract's targets and partition keys")
     p.add_argument("contract")
     p.set_defaults(func=cmd_targets_list)
+    p = targets.add_parser("discover", help="read a contract's discover: sources now (a run of "
+                                            "discover_C_job, which materialises scrape/C/targets) and add "
+                                            "the targets they list")
+    p.add_argument("contract")
+    p.set_defaults(func=cmd_targets_discover)
     for name in ("run", "reextract"):
         reextract = name == "reextract"
         p = sub.add_parser(name, help=(
@@ -72,6 +77,33 @@ def cmd_targets_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_targets_discover(args: argparse.Namespace) -> int:
+    from scrape_contracts.defs import build_definitions
+    from scrape_contracts.defs.launching import QUIET, failure_reason
+    from scrape_contracts.defs.names import TRIGGER_TAG, discover_job_name
+
+    loaded = common.contract(args, args.contract)
+    name = loaded.contract.name
+    if loaded.contract.discover is None:
+        raise common.CliError(f"contract {name!r} has no discover: block; add its sitemaps or listing pages "
+                              "(docs/discovery.md), or add targets with `scrape-contracts targets add`", 2)
+    job = build_definitions(args.contracts_dir).resolve_job_def(discover_job_name(name))
+    result = job.execute_in_process(run_config=QUIET, instance=common.instance(), tags={TRIGGER_TAG: "cli"},
+                                    raise_on_error=False)
+    if not result.success:
+        raise common.CliError(f"discovery of {name!r} failed (run {result.run_id}): {failure_reason(result)}")
+    (event,) = result.get_asset_materialization_events()
+    found = {key: value.value for key, value in event.materialization.metadata.items()}
+    print(f"{name}: {found['targets']} target(s) listed by {len(found['sources'])} source(s), "
+          f"{found['fetched']} fetched: {found['new']} new, {found['back']} back, {found['gone']} gone, "
+          f"{found['ignored']} ignored, {found['refused']} refused (run {result.run_id})")
+    for source in found["sources"]:
+        if not source["complete"]:
+            print(f"  {common.printable(source['url'])}: not read in full, so none of its targets was marked "
+                  f"gone: {common.printable(source['problems'][0])}")
+    return 0
+
+
 def cmd_targets_list(args: argparse.Namespace) -> int:
     from scrape_contracts.service.accepted import AcceptedDataError
 
@@ -88,8 +120,11 @@ def cmd_targets_list(args: argparse.Namespace) -> int:
     else:
         targets = {t.partition_key: t.url for t in contract.static_targets}
     paused = store.paused_partitions(contract.name) if store is not None else {}
+    gone = store.gone_targets(contract.name) if store is not None and contract.is_dynamic else {}
     for key, url in targets.items():
         note = f"  [paused: {common.printable(paused[key])}]" if key in paused else ""
+        if key in gone:  # its source no longer lists it: kept, with its accepted data, and not swept
+            note += f"  [gone since {gone[key]:%Y-%m-%d %H:%M} UTC]"
         # stores written before target URLs with credentials were refused may still hold some
         print(f"{key}  {without_userinfo(url)}{note}")
     return 0
@@ -117,13 +152,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise common.CliError(f"{contract.name!r} has no target {args.partition!r}; "
                                   f"see `scrape-contracts targets list {contract.name}`", 2)
     else:
-        paused = common.store().paused_partitions(contract.name)
+        # paused, gone from their source, or (discover.skip_unchanged, unless --force) unchanged since lastmod
+        paused = common.store().skipped_partitions(contract.name,
+                                                   unchanged=contract.skips_unchanged and not args.force)
         all_keys = partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)
         keys = [k for k in all_keys if k not in paused]
         for key in sorted(set(all_keys) & set(paused)):
-            print(f"{contract.name}/{key}: skipped, paused ({paused[key]})")
+            how = "" if paused[key].startswith(("gone ", "unchanged:")) else ", paused"
+            print(f"{contract.name}/{key}: skipped{how} ({paused[key]})")
         if not keys:
-            print(f"nothing to scrape: {contract.name!r} has no target that is not paused")
+            print(f"nothing to scrape: every target of {contract.name!r} is paused, gone from its source or "
+                  "unchanged since its lastmod")
             return 0
     key = args.idempotency_key
     if key is None:

@@ -9,6 +9,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from scrape_contracts.contract.base import Strict, confined
 
+DEFAULT_USER_AGENT = "scrape-contracts/0.1.0 (+https://pypi.org/project/scrape-contracts/)"
+
 
 class ClickStep(Strict):
     """A button the browser clicks after the page loaded: a consent banner, a "load more" button."""
@@ -105,8 +107,21 @@ class FetchSettings(Strict):
     )
     concurrency: int = Field(
         4, ge=1, le=64,
-        description="Batched runs: requests in flight at once per host (politeness; raise it for your own sites).",
+        description="Requests in flight at once per site host, one budget for the whole run (politeness; raise "
+                    "it for your own sites).",
     )
+    rate: float | None = Field(
+        None, gt=0, le=1000,
+        description="Requests started per second per site host (default: no limit but concurrency); a robots.txt "
+                    "Crawl-delay or Request-rate that asks for less wins.",
+    )
+    throttle: bool = Field(
+        True, description="Back off a site host that answers 429 or 503, fails, or slows down; recover as it answers.")
+    robots: Literal["obey", "ignore"] = Field(
+        "obey", description="obey: read each site host's robots.txt once per run, fetch no disallowed page, honour "
+                            "Crawl-delay; ignore: for sites you own or may crawl regardless.")
+    user_agent: str | None = Field(
+        None, description=f"The User-Agent sent and matched against robots.txt (default {DEFAULT_USER_AGENT!r}).")
     browser: BrowserSettings | None = Field(
         None, description="browser adapter: wait conditions, click steps, the Chromium to drive."
     )
@@ -128,6 +143,9 @@ class FetchSettings(Strict):
             # credentials meant for the site could reach another one, so none are sent until that is solved
             raise ValueError("fetch.headers are not sent by the browser adapter (a redirect would carry them "
                              "to other sites); remove them, or use the http adapter for pages that need them")
+        header_agent = next((v for k, v in self.headers.items() if k.lower() == "user-agent"), None)
+        if header_agent is not None and self.user_agent is not None and header_agent != self.user_agent:
+            raise ValueError("fetch.user_agent and fetch.headers.User-Agent differ; keep one of them")
         if self.adapter == "provider" and self.headers:
             raise ValueError("fetch.headers are not sent by the provider adapter (the provider fetches the "
                              "page, with its own headers); remove them")
@@ -138,6 +156,19 @@ class FetchSettings(Strict):
             raise ValueError(f"fetch.browser is only read by the browser adapter; set `adapter: browser` "
                              f"(now {self.adapter!r}) or remove fetch.browser")
         return self
+
+    @field_validator("user_agent")
+    @classmethod
+    def _user_agent_is_one_line(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or any(c in value for c in "\r\n")):
+            raise ValueError("fetch.user_agent must be one non-empty line, e.g. 'acme-prices/1.0 (+https://acme.example/bot)'")
+        return value
+
+    @property
+    def agent(self) -> str:
+        """The User-Agent sent, and the name robots.txt groups are matched against."""
+        header_agent = next((v for k, v in self.headers.items() if k.lower() == "user-agent"), None)
+        return self.user_agent or header_agent or DEFAULT_USER_AGENT
 
     @property
     def provider_settings(self) -> ProviderSettings:

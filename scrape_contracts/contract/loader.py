@@ -88,7 +88,7 @@ def _readable_loc(loc: Sequence[Any]) -> str:
         text = str(part)
         if isinstance(part, int):
             parts[-1:] = [f"{parts[-1]}[{part}]"] if parts else [f"[{part}]"]
-        elif "[" in text or text in _UNION_TAGS or text.startswith("list"):
+        elif "[" in text or text in _UNION_TAGS or text == "list":  # not a field such as "listings"
             continue  # union / validator tags pydantic adds to the location
         else:
             parts.append(text)

@@ -24,6 +24,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from scrape_contracts.contract.activations import Activation, activation_problems
 from scrape_contracts.contract.base import Strict
+from scrape_contracts.contract.discover import Discover
 from scrape_contracts.contract.fetch import FetchSettings
 from scrape_contracts.contract.fields import FieldSpec
 from scrape_contracts.contract.records import ITEM_SELECTOR, RecordsSpec, records_problems
@@ -43,6 +44,9 @@ class Contract(Strict):
     description: str = ""
     owners: list[str] = Field(default_factory=list)
     targets: list[Target] | DynamicTargets
+    discover: Discover | None = Field(
+        None, description="Sitemaps and listing pages that scrape/C/targets reads for the contract's dynamic "
+                          "targets (contract/discover.py); `targets: {dynamic: true}` is then the default.")
     fetch: FetchSettings = Field(default_factory=FetchSettings)
     fields: dict[str, FieldSpec] = Field(min_length=1)
     records: RecordsSpec | None = Field(
@@ -143,7 +147,14 @@ class Contract(Strict):
     def _targets_fit_fields(cls, data: Any, handler: Any) -> Contract:
         """Checks across targets and fields, on the raw data: reported together with the errors of single
         fields (an "after" validator only runs once every field is valid), every problem at once."""
+        if isinstance(data, dict) and data.get("discover") is not None and "targets" not in data:
+            data = {**data, "targets": {"dynamic": True}}  # discovered targets are dynamic ones
         problems = target_problems(data) if isinstance(data, dict) else []
+        discovering = isinstance(data, dict) and data.get("discover") is not None
+        if discovering and isinstance(data.get("targets"), list):
+            problems.append((("discover",), "adds targets at runtime, so the contract's targets must be "
+                                            "dynamic: write `targets: {dynamic: true}` (or leave targets "
+                                            "out)"))
         try:
             contract = handler(data)
         except ValidationError as exc:
@@ -157,6 +168,11 @@ class Contract(Strict):
     @property
     def is_dynamic(self) -> bool:
         return isinstance(self.targets, DynamicTargets)
+
+    @property
+    def skips_unchanged(self) -> bool:
+        """Sweeps leave out targets whose sitemap lastmod is not after their last success."""
+        return self.discover is not None and self.discover.skip_unchanged
 
     @property
     def static_targets(self) -> list[Target]:

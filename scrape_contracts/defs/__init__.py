@@ -50,6 +50,7 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
     from scrape_contracts.defs.assets import build_contract_assets
     from scrape_contracts.defs.batch import build_batch_job
     from scrape_contracts.defs.checks import build_contract_checks
+    from scrape_contracts.defs.discovery import build_discovery_defs
     from scrape_contracts.defs.failures import build_failures_job
     from scrape_contracts.defs.freshness import build_freshness_check, build_freshness_defs
     from scrape_contracts.defs.health import build_health_asset, health_schedule
@@ -80,6 +81,11 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
         if schedule is not None:
             schedules.append(schedule)
         schedules += build_canary_schedules(item)
+        discovery = build_discovery_defs(item, group_name=group_name)
+        if discovery is not None:
+            assets.append(discovery.asset)
+            jobs.append(discovery.job)
+            schedules.append(discovery.schedule)
     sensors, extra_jobs = build_sensors(result)
     sensors.append(report_sensor)
     assets.append(build_health_asset(result, group_name=group_name))

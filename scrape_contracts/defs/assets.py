@@ -14,7 +14,7 @@ from scrape_contracts.contract.model import Contract
 from scrape_contracts.defs import provider
 from scrape_contracts.defs.leases import lease_failures, run_ended, target_lease
 from scrape_contracts.defs.metadata import bounded
-from scrape_contracts.defs.names import accepted_key, candidate_key, review_command, scrape_pool
+from scrape_contracts.defs.names import accepted_key, candidate_key, review_command, scrape_pool, targets_key
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.engine.lists import RECORD_KEY, set_records
@@ -94,6 +94,8 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
         owners=_owners(contract.owners), kinds={"html"}, op_tags=op_tags,
         tags={"scrape_contracts/contract": name},
         io_manager_key="candidate_io_manager", output_required=False, pool=scrape_pool(name),
+        # scrape/C/targets (discover:) is upstream: the asset graph shows where the targets come from
+        deps=[targets_key(name)] if contract.discover is not None else None,
     )
     def candidate(context: dg.AssetExecutionContext, store: ProjectStoreResource,
                   artifacts: PageStoreResource, fetcher: FetchResource) -> Iterator[dg.Output]:

@@ -164,7 +164,9 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
     checks = contract_check_names(loaded)
     hold_connections(context.instance)
     project_store = store.get()
-    paused = project_store.paused_partitions(name)
+    # paused, gone from their source (discover:), or unchanged since their sitemap lastmod
+    forced = config.force or context.run.tags.get(FORCE_TAG) == "true"
+    paused = project_store.skipped_partitions(name, unchanged=contract.skips_unchanged and not forced)
     keys = list(config.partitions) or \
         partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
     urls = target_urls(loaded, project_store)
@@ -184,9 +186,8 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
             targets.append(BatchTarget(key, urls[key]))
     runner = BatchRunner(
         loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
-        force=config.force or context.run.tags.get(FORCE_TAG) == "true", reextract=config.reextract,
-        settings=BatchSettings(per_host=contract.fetch.concurrency,
-                               max_connections=settings.max_connections(),
+        force=forced, reextract=config.reextract,
+        settings=BatchSettings(max_connections=settings.max_connections(),
                                parse_workers=settings.parse_workers()),
         ended=run_ended(context.instance),
         jobs=provider.job_book(loaded, project_store, context.run, {t.partition: t.url for t in targets}),

@@ -64,10 +64,11 @@ class AcceptedIOManager(dg.ConfigurableIOManager):
         if context.has_asset_partitions and downstream_partitioned and len(context.asset_partition_keys) == 1:
             latest = store.latest_accepted(contract, context.asset_partition_key)
             if latest is not None and is_set(latest.record):
-                return accepted_frame([latest])  # a list target: its records, one row each
+                return accepted_frame([latest], gone=set(store.gone_targets(contract)))  # one row per record
             return dict(latest.record) if latest else None
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
-        return accepted_frame(store.latest_accepted_all(contract, keys))
+        gone = set(store.gone_targets(contract))
+        return accepted_frame(store.latest_accepted_all(contract, keys), gone=gone)
 
 
 def env_or(name: str, default: str) -> str | dg.EnvVar:

@@ -37,6 +37,19 @@ def accepted_key(contract: str) -> dg.AssetKey:
     return dg.AssetKey(["scrape", contract])
 
 
+def targets_key(contract: str) -> dg.AssetKey:
+    """The targets discovery found (``discover:``), upstream of the candidate."""
+    return dg.AssetKey(["scrape", contract, "targets"])
+
+
+def discover_job_name(contract: str) -> str:
+    return f"discover_{contract}_job"
+
+
+def discover_schedule_name(contract: str) -> str:
+    return f"discover_{contract}_schedule"
+
+
 def scrape_job_name(contract: str) -> str:
     return f"scrape_{contract}_job"
 

@@ -89,7 +89,8 @@ def _batched_schedule(contract: Contract, name: str, schedule: Schedule, only: t
         keys = partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
         if only is not None:
             keys = [key for key in keys if key in wanted]
-        return _requests(context, contract, name, keys, store.get().paused_partitions(contract.name), trigger)
+        skipped = store.get().skipped_partitions(contract.name, unchanged=contract.skips_unchanged)
+        return _requests(context, contract, name, keys, skipped, trigger)
 
     return batched_schedule
 
@@ -110,9 +111,11 @@ def _requests(context: dg.ScheduleEvaluationContext, contract: Contract, name: s
     ]
     skipped = [f"{key} ({paused[key]})" for key in keys if key in paused]
     if skipped:
-        context.log.info(f"skipping {len(skipped)} paused target(s): {'; '.join(skipped)}")
+        context.log.info(f"skipping {len(skipped)} target(s) (paused, gone or unchanged): "
+                         f"{'; '.join(skipped)}")
     if not requests:
         if not keys:
             return dg.SkipReason(f"{contract.name} has no targets yet")
+        # "paused" covers gone and unchanged ones too: each reason says which
         return dg.SkipReason(f"every target of {contract.name} is paused: {'; '.join(skipped)}")
     return requests

@@ -2,65 +2,37 @@
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from collections.abc import Iterable
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import dagster as dg
-from pydantic import ValidationError
 
-from scrape_contracts.adapters.netguard import OPT_IN_HINT, blocked_reason
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.paths import confined_problem
-from scrape_contracts.contract.targets import DynamicTargets, Target, without_userinfo
+from scrape_contracts.contract.targets import DynamicTargets
 from scrape_contracts.defs.partitions import dynamic_partitions_name
+from scrape_contracts.service.target_urls import checked_target, shown
 
 
 _SHOWN = 5  # bad URLs named in one error (the rest counted): an error never echoes a whole request
 
 
 def keys_for(urls: Iterable[str], *, allow_private: bool = False) -> dict[str, str]:
-    """partition key → URL; raises ValueError naming the bad URLs. A URL whose host is a literal IP address
-    the fetch guard would refuse (private, loopback, link-local, metadata) is refused here already, unless
-    the contract allows private addresses (metadata addresses never)."""
+    """partition key → URL; raises ValueError naming the bad URLs (``service.target_urls.checked_target``
+    says which URLs may be targets)."""
     keyed: dict[str, str] = {}
     bad = []
     for url in urls:
-        shown = repr(without_userinfo(url[:100])) + ("..." if len(url) > 100 else "")
-        try:
-            target = Target(url=url.strip())
-        except ValidationError as exc:
-            bad.append(f"{shown}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
-            continue
-        blocked = _literal_address_problem(target.url, allow_private)
-        if blocked:
-            bad.append(f"{shown}: {blocked}")
+        target = checked_target(url, allow_private=allow_private)
+        if isinstance(target, str):
+            bad.append(f"{shown(url)}: {target}")
             continue
         keyed[target.partition_key] = target.url
     if bad:
         more = f"; and {len(bad) - _SHOWN} more" if len(bad) > _SHOWN else ""
         raise ValueError("invalid target URL(s): " + "; ".join(bad[:_SHOWN]) + more)
     return keyed
-
-
-def _literal_address_problem(url: str, allow_private: bool) -> str | None:
-    host = urlsplit(url).hostname or ""
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        try:
-            # the shorthand forms the resolver accepts too: 127.1, 0x7f.0.0.1, 2130706433
-            ip = ipaddress.ip_address(socket.inet_aton(host))
-        except (OSError, UnicodeError, ValueError):
-            return None  # a host name: the fetch guard checks what it resolves to
-    reason = blocked_reason(ip, allow_private=allow_private)
-    if reason is None:
-        return None
-    hint = "" if reason == "a cloud metadata address" or allow_private else f"; {OPT_IN_HINT}"
-    return f"{ip} is {reason}: such targets are not fetched{hint}"
 
 
 def require_dynamic(loaded: LoadedContract) -> None:

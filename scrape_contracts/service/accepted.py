@@ -45,7 +45,8 @@ def read_accepted(contract: str, *, db_url: str | None = None, partitions: list[
     list contract every record of every partition's latest accepted set (one row per record).
 
     Columns: ``partition``, ``url`` (a list contract: then ``record_key``), the contract's fields, then
-    ``_version``, ``_accepted_at``, ``_run_id``.
+    ``_version``, ``_accepted_at``, ``_run_id`` and ``_gone`` (True: the target's discovery source no longer
+    lists it; its last accepted data is still here, and sweeps no longer refresh it).
     Reads the project store at ``db_url`` (default ``SCRAPE_CONTRACTS_DB_URL`` or the SQLite file in
     ``DAGSTER_HOME``). Quarantined and rejected candidates never appear here. Raises ``AcceptedDataError``
     when there is no store there, or the store has never seen ``contract``.
@@ -66,22 +67,25 @@ def read_accepted(contract: str, *, db_url: str | None = None, partitions: list[
                 f"no contract {contract!r} in the project store at {shown_url(store.url)} or in the contracts "
                 f"folder (known: {', '.join(sorted(known | set(loaded))) or 'none'}); check the name, or "
                 "DAGSTER_HOME / SCRAPE_CONTRACTS_DB_URL / SCRAPE_CONTRACTS_DIR")
-    return accepted_frame(versions)
+    return accepted_frame(versions, gone=set(store.gone_targets(contract)))
 
 
 def empty_frame(fields: list[str]) -> pd.DataFrame:
     """The columns ``read_accepted`` returns, with no row: a contract with nothing accepted yet."""
     import pandas as pd
 
-    return pd.DataFrame(columns=["partition", "url", *fields, "_version", "_accepted_at", "_run_id"])
+    return pd.DataFrame(columns=["partition", "url", *fields, "_version", "_accepted_at", "_run_id", "_gone"])
 
 
-def accepted_frame(versions: list) -> pd.DataFrame:
+def accepted_frame(versions: list, *, gone: set[str] | frozenset[str] = frozenset()) -> pd.DataFrame:
     """One row per accepted record: a list target (``records:``) gives one row per record of its set, with
-    its ``record_key`` after ``partition`` and ``url``."""
+    its ``record_key`` after ``partition`` and ``url``; ``_gone`` last, True for the partitions in
+    ``gone``."""
     import pandas as pd
 
-    return pd.DataFrame(accepted_rows(versions))
+    frame = pd.DataFrame(accepted_rows(versions))
+    frame["_gone"] = frame["partition"].isin(gone) if len(frame) else pd.Series(dtype=bool)
+    return frame
 
 
 def accepted_rows(versions: list) -> list[dict]:

@@ -1,19 +1,21 @@
 """Many targets of one contract in one run: fetch concurrently, parse on every core, gate in chunks.
 
-Two kinds of work overlap:
+Three kinds of work overlap:
 
-- worker processes each fetch a share of the targets on their own asyncio loop (the contract's
-  ``fetch.concurrency`` per host and the global connection cap are split between them), store each page
-  and run the pure stages (extract, validate, decide);
+- one fetching process fetches every target of the run on its own asyncio loop (service/batch_fetch.py):
+  each site host has one budget (the contract's ``fetch.concurrency``, ``rate``, back-off, robots.txt),
+  and the connection cap is the run's;
+- parse workers take the fetched pages from one queue as each is free, store each page and run the pure
+  stages (extract, validate, decide);
 - the run's own process heals (it writes selector versions and tells the workers), records each chunk of
   outcomes in one store transaction, and hands the committed chunk to the caller (the Dagster op turns it
   into events, which costs the run's process most of its time on the SQLite instance).
 
-Fetching in the workers rather than in a thread of the run's process was measured: the run's process is
-busy writing Dagster events, and a fetch loop beside it fought for its interpreter lock (2,000 pages, first
-sweep: 66 pages/s with the fetch thread; docs/performance.md has the figures now). Memory is bounded by the
-concurrency, not by the number of targets: a worker holds at most its lanes' pages; what travels back is
-small (a record and its story, no page). One target's failure, timeout or quarantine never holds up the
+Fetching in a process of its own rather than in a thread of the run's process was measured: the run's
+process is busy writing Dagster events, and a fetch loop beside it fought for its interpreter lock (2,000
+pages, first sweep: 66 pages/s with the fetch thread). Memory is bounded by the concurrency, not by the
+number of targets: the fetching process holds at most the pages in flight and a few lists on their way
+(when the parsers fall behind, it waits); what travels back is small (a record and its story, no page). One target's failure, timeout or quarantine never holds up the
 others, and a chunk is committed whole or not at all, so a crash leaves every target either recorded
 once or not at all; running the batch again finds the recorded ones unchanged.
 """
@@ -40,16 +42,18 @@ from scrape_contracts.service.batch_summary import BatchSummary, summarise
 from scrape_contracts.service.records import (
     FetchFailure, LeaseRefusal, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
 )
+from scrape_contracts.service.batch_fetch import FetchJob, fetch_main
 from scrape_contracts.service.batch_worker import (
-    BatchTarget, Done, Item, Share, failure_item, worker_context, worker_main,
+    BatchTarget, Done, Item, ParseJob, failure_item, worker_context, worker_main,
 )
 
 
 @dataclass(frozen=True)
 class BatchSettings:
-    per_host: int = 4
-    max_connections: int = 32
-    parse_workers: int = 2  # processes that fetch and parse; 0: one thread of the run's process
+    # requests in flight over all hosts (each host's budget: the contract's fetch:); None: enough for every host
+    # of the batch to use its whole concurrency at once, at least 32 and at most 256
+    max_connections: int | None = None
+    parse_workers: int = 2  # processes that parse; 0: one thread of the run's process (and one that fetches)
     chunk_size: int = 100  # targets per store transaction
     flush_seconds: float = 1.0  # commit a partial chunk after this long, so progress shows while fetching
 
@@ -107,7 +111,7 @@ class BatchRunner:
         self.settings = settings
         self.force = force
         self.reextract = reextract  # work on each target's last fetched page instead of fetching
-        self.jobs = jobs  # the provider adapter's job book (adapters/fetch/provider), handed to the workers
+        self.jobs = jobs  # the provider adapter's job book (adapters/fetch/provider), for the fetcher
         self.stats = BatchStats()
         self.failures: list[FetchFailure] = []
         self.leases = BatchLeases(store, self.contract.name, run_id, leases.duration_for(fetch_settings), ended)
@@ -139,35 +143,37 @@ class BatchRunner:
         states = self.store.states(self.contract.name, names)
         pages = self.store.last_pages(self.contract.name, names) if self.reextract else None
         earlier = scrape.earlier_selectors(self.store.selector_history(self.contract.name))
-        # never more workers than requests allowed per host: each worker gets a whole share of the politeness
-        count = max(1, min(self.settings.parse_workers, self.settings.per_host, len(targets) or 1))
         in_threads = self.settings.parse_workers <= 0
+        count = max(1, min(self.settings.parse_workers, len(targets) or 1))
         ctx = None if in_threads else worker_context()
-        results: Any = queue.Queue() if in_threads else ctx.Queue()
-        self._controls = [queue.Queue() if in_threads else ctx.Queue() for _ in range(count)]
-        per_host = max(1, self.settings.per_host // count)
-        connections = max(1, self.settings.max_connections // count)
+        make_queue = queue.Queue if in_threads else ctx.Queue
+        results: Any = make_queue()
+        # fetched pages on their way to the parsers: a few lists each, so memory stays bounded by the concurrency
+        fetched: Any = make_queue(maxsize=2 * count)
+        self._controls = [make_queue() for _ in range(count)]
+        workers = []
         # the workers' way to know this process died: it holds the only write end (service/batch_worker.py)
         owner, owner_end = (None, None) if in_threads else ctx.Pipe(duplex=False)
-        workers = []
-        for index in range(count):
-            mine = tuple(targets[index::count])
-            share = Share(index, self.loaded, self.fetch_settings, self.artifacts.location, mine,
-                           {t.partition: previous[t.partition] for t in mine if t.partition in previous},
-                           {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
-                            for t in mine if t.partition in states},
-                           self._selectors, per_host, connections, self.force,
-                           {t.partition: pages[t.partition] for t in mine if t.partition in pages}
-                           if pages is not None else None, earlier, self.jobs)
-            args = (share, results, self._controls[index], owner)
-            worker = (threading.Thread(target=worker_main, args=args, daemon=True) if in_threads
-                      else ctx.Process(target=worker_main, args=args, daemon=True))
+
+        def start(target: Any, args: tuple[Any, ...]) -> None:
+            worker = (threading.Thread(target=target, args=args, daemon=True) if in_threads
+                      else ctx.Process(target=target, args=args, daemon=True))
             worker.start()
             workers.append(worker)
+
+        for index in range(count):
+            job = ParseJob(index, self.loaded, self.artifacts.location, self._selectors, self.force, earlier)
+            start(worker_main, (job, fetched, results, self._controls[index], owner))
+        # one fetching process for the run: each site host's budget is whole, whatever the targets' order
+        fetch_job = FetchJob(count, self.loaded, self.fetch_settings, self.artifacts.location, tuple(targets),
+                             previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
+                                        for t in targets if t.partition in states},
+                             self._selectors, self._connections(targets), count, self.force, pages, self.jobs)
+        start(fetch_main, (fetch_job, fetched, results, owner))
         if owner is not None:
             owner.close()  # the workers have their copies; this process keeps only the write end
         try:
-            yield from self._consume(results, workers, targets)
+            yield from self._consume(results, workers, targets, fetched, count)
         finally:
             for worker in workers:
                 worker.join(timeout=10)
@@ -177,9 +183,18 @@ class BatchRunner:
                 owner_end.close()
             self.stats.finished = time.monotonic()
 
+    def _connections(self, targets: Sequence[BatchTarget]) -> int:
+        if self.settings.max_connections is not None:
+            return self.settings.max_connections
+        from scrape_contracts.adapters.robots import host_key
+
+        hosts = len({host_key(t.url) for t in targets})
+        return min(256, max(32, hosts * getattr(self.fetch_settings, "concurrency", 4)))
+
     # -- heal, commit, report -------------------------------------------------------------------------------
-    def _consume(self, results: Any, workers: list[Any], targets: Sequence[BatchTarget]
-                 ) -> Iterator[list[TargetOutcome]]:
+    def _consume(self, results: Any, workers: list[Any], targets: Sequence[BatchTarget], fetched: Any,
+                 parsers: int) -> Iterator[list[TargetOutcome]]:
+        """``workers``: the parse workers, then the fetching process (number ``parsers``)."""
         pending: list[Item] = []
         seen: set[str] = set()
         finished: dict[int, str | None] = {}
@@ -192,7 +207,17 @@ class BatchRunner:
                 for index, worker in enumerate(workers):
                     if index not in finished and not worker.is_alive():
                         # died without a word (killed, out of memory): its unreported targets fail below
-                        finished[index] = f"batch worker {index} died (exit code {getattr(worker, 'exitcode', '?')})"
+                        what = "fetching process" if index == parsers else f"batch worker {index}"
+                        finished[index] = f"{what} died (exit code {getattr(worker, 'exitcode', '?')})"
+                        if index == parsers:
+                            for _ in range(parsers):  # the parsers wait for pages that will not come
+                                fetched.put(None)
+                fetcher = workers[parsers]
+                if parsers not in finished and all(i in finished for i in range(parsers)) \
+                        and hasattr(fetcher, "terminate"):
+                    # no parser left to take pages: the fetching process would wait for room for ever
+                    fetcher.terminate()
+                    finished[parsers] = "every batch worker stopped before its pages were parsed"
             if isinstance(item, Done):
                 finished[item.worker] = item.error
             elif item is not None:

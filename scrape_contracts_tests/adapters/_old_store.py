@@ -163,7 +163,8 @@ def dump(engine: sa.Engine) -> dict[str, list[tuple]]:
 
 
 # columns that migrations after the previous release added to its tables
-ADDED_COLUMNS = {"sc_partition_state": ("failure_streak", "failure_count", "last_success_at")}
+ADDED_COLUMNS = {"sc_partition_state": ("failure_streak", "failure_count", "last_success_at"),
+                 "sc_targets": ("source", "seen_at", "lastmod", "gone_at")}
 
 
 def main(url: str) -> None:

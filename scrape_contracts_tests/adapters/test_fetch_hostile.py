@@ -365,7 +365,8 @@ def test_an_unconditional_304_fails_the_first_scrape_clearly_on_both_paths(
 def test_the_contract_sets_the_fetch_deadline(trickling, for_contract, tmp_path: Path) -> None:
     head = b"HTTP/1.1 200 OK\r\n" + b"X-Padding: " + b"a" * 2000 + b"\r\n\r\n"
     server = trickling(head, interval=0.05)
-    settings = FetchSettings(timeout_s=5, deadline_s=1, retries=3, allow_private_addresses=True)
+    # the server trickles every path, robots.txt too (which would keep the page from being asked at all)
+    settings = FetchSettings(timeout_s=5, deadline_s=1, retries=3, allow_private_addresses=True, robots="ignore")
 
     started = time.monotonic()
     with pytest.raises(FetchError) as caught, for_contract(settings, tmp_path) as fetcher:

@@ -337,21 +337,21 @@ def _session_members(session: int) -> dict[int, str]:
 
 @pytest.mark.parametrize("setup", ["sqlite"], indirect=True)
 def test_a_killed_batch_leaves_no_parse_worker_behind(setup: Setup, site: FixtureSite) -> None:
-    # a batch of two targets in two parse worker processes (started by a forkserver), each in its fetch;
-    # the run's process is then SIGKILLed: its workers must notice and go, not wait for their pages, then
-    # block for ever at exit on the results queue nobody reads (orphans of init, ~120 MB each)
+    # a batch of two targets: its fetching process (both pages in flight) and two parse worker processes,
+    # started by a forkserver; the run's process is then SIGKILLed: they must notice and go, not wait for
+    # their pages, then block for ever at exit on the queues nobody reads (orphans of init, ~120 MB each)
     pages = {"p1": HeldPage(product_page("Dune", "BK-1", "$10.00")),
              "p2": HeldPage(product_page("Emma", "BK-2", "$20.00"))}
     site.set_handler("/p/1", pages["p1"])
     site.set_handler("/p/2", pages["p2"])
     run = setup.start("batch", "batch", ["p1", "p2"], SCRAPE_CONTRACTS_PARSE_WORKERS="2")
     try:
-        setup.wait_for("both parse workers to fetch", lambda: all(p.arrived.is_set() for p in pages.values()),
+        setup.wait_for("both pages to be fetched", lambda: all(p.arrived.is_set() for p in pages.values()),
                        [run])
         session = run.process.pid  # start_new_session: the run's pid is its session's id
         members = _session_members(session)
         forked = [pid for pid, command in members.items() if "multiprocessing.forkserver" in command]
-        assert len(forked) == 3, members  # the forkserver and its two workers
+        assert len(forked) == 4, members  # the forkserver, the fetching process and two parse workers
 
         run.process.send_signal(signal.SIGKILL)  # the run's process only, not its group
         run.process.wait(timeout=30)

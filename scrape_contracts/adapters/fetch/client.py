@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from scrape_contracts.adapters.fetch.body import ACCEPT_ENCODING
-from scrape_contracts.adapters.fetch.policy import FetchPolicy
+from scrape_contracts.adapters.fetch.policy import FetchPolicy, retry_after_seconds
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.netguard import AddressGuard, Resolver
 
@@ -39,7 +39,8 @@ class _Cookies(httpx.Cookies):
 class HttpFetcherBase:
     """Settings of an HTTP fetcher. ``sleep``, ``clock`` (monotonic) and ``wall_clock`` (for Retry-After
     dates) are injectable so tests can observe waits instead of waiting; ``max_connections`` sizes the
-    connection pool."""
+    connection pool. ``pacer``: the hosts' budgets each attempt waits its turn with (adapters/fetch/pace.py;
+    none: no limit but the pool); ``robots_agent``: obey robots.txt for this user agent (none: not read)."""
 
     @staticmethod
     def _default_sleep(seconds: float) -> Any:
@@ -64,6 +65,9 @@ class HttpFetcherBase:
         sleep: Callable[[float], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        keep_body: bool = False,
+        pacer: Any = None,
+        robots_agent: str | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -81,9 +85,14 @@ class HttpFetcherBase:
             scrub=Scrubber([*caller_headers.values(), *secrets]),
             clock=clock,
             wall_clock=wall_clock,
+            keep_body=keep_body,
         )
         self.allow_private_addresses = allow_private_addresses
         self.max_connections = max_connections
+        self.pacer = pacer
+        self.robots_agent = robots_agent
+        self._robots: dict[str, Any] = {}  # host → its rules (a future of them, in the async fetcher)
+        self._clock = clock
         self._sleep = sleep or self._default_sleep
         self._guard = AddressGuard(
             allow_private=allow_private_addresses,
@@ -107,6 +116,14 @@ class HttpFetcherBase:
         # (httpx keeps the jar in ``_cookies`` and reads it through the ``cookies`` property: if a release
         # renamed it, this would only be slower again, never send or keep other cookies)
         self._client._cookies = _Cookies(self._client.cookies)
+
+    def _give_back(self, ticket: Any, answer: Any) -> None:  # None: what the caller holds now
+        """An attempt's slot back to the pacer, with what it learnt of the host (status, Retry-After)."""
+        status = getattr(answer, "status", None)
+        retry_after = None
+        if status in (429, 503):
+            retry_after = retry_after_seconds(answer.headers.get("retry-after"), now=self.policy.wall_clock())
+        self.pacer.give_back(ticket, status, retry_after)
 
     def _guard_resolver(self, resolver: Callable[[str], Any] | None) -> Resolver | None:
         return resolver

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from scrape_contracts.adapters.fetch.fixture import FixtureFetcher
 from scrape_contracts.adapters.fetch.http import HttpFetcher
 from scrape_contracts.adapters.fetch.http_async import AsyncHttpFetcher
+from scrape_contracts.adapters.fetch.pace import AsyncPacer, SyncPacer, limits_for
 from scrape_contracts.adapters.fetch.page import (
     AsyncClosesOnExit, AsyncFetcher, ClosesOnExit, Fetcher, FetchError, Page,
 )
@@ -63,6 +64,7 @@ class InlineAsyncFetcher(AsyncClosesOnExit):
 def _adapter_for(
     settings: FetchSettings, base_dir: Path, environ: Mapping[str, str] | None, http: Callable[..., Any],
     jobs: JobBook | None = None,
+    **options: Any,
 ) -> Any:
     if settings.adapter == "provider":
         return _provider_for(settings, environ, jobs)
@@ -89,6 +91,9 @@ def _adapter_for(
         retries=settings.retries,
         allow_private_addresses=settings.allow_private_addresses,
         secrets=expanded.secrets,
+        user_agent=settings.agent,
+        robots_agent=settings.agent if settings.robots == "obey" else None,
+        **options,
     )
 
 
@@ -121,13 +126,68 @@ def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, 
 
     options = dict(browser=settings.browser_settings, timeout_s=settings.timeout_s,
                    deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
-                   max_redirects=settings.max_redirects,
+                   max_redirects=settings.max_redirects, user_agent=settings.agent,
                    allow_private_addresses=settings.allow_private_addresses, environ=environ)
-    return BrowserFetcher(**options) if sync else AsyncBrowserFetcher(max_pages=max_pages, **options)
+    browser = BrowserFetcher(**options) if sync else AsyncBrowserFetcher(max_pages=max_pages, **options)
+    if settings.robots != "obey":
+        return browser
+    # Chromium asks for the target page itself: robots.txt is read over HTTP, behind the same guard, first
+    robots = (HttpFetcher if sync else AsyncHttpFetcher)(
+        timeout_s=settings.timeout_s, deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
+        max_redirects=settings.max_redirects, retries=settings.retries, user_agent=settings.agent,
+        allow_private_addresses=settings.allow_private_addresses, robots_agent=settings.agent)
+    return RobotsChecked(browser, robots) if sync else AsyncRobotsChecked(browser, robots)
+
+
+def _robots_error(url: str, refusal: Any) -> FetchError:
+    from scrape_contracts.adapters.fetch.messages import robots
+
+    safe_url = redact_url(url)
+    return FetchError(f"GET {safe_url} {robots(refusal.detail, None)}", kind=refusal.kind, url=safe_url,
+                      transient=refusal.transient)
+
+
+class RobotsChecked(ClosesOnExit):
+    """A fetcher that does not read robots.txt itself (the browser), asking an HTTP fetcher first."""
+
+    def __init__(self, fetcher: Any, robots: HttpFetcher) -> None:
+        self.fetcher, self.robots = fetcher, robots
+
+    def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
+        refusal = self.robots.robots_refusal(url)
+        if refusal is not None:
+            raise _robots_error(url, refusal)
+        return self.fetcher.fetch(url, etag=etag, last_modified=last_modified)
+
+    def close(self) -> None:
+        try:
+            self.fetcher.close()
+        finally:
+            self.robots.close()
+
+
+class AsyncRobotsChecked(AsyncClosesOnExit):
+    """``RobotsChecked`` for a batch."""
+
+    def __init__(self, fetcher: Any, robots: AsyncHttpFetcher) -> None:
+        self.fetcher, self.robots = fetcher, robots
+
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
+        refusal = await self.robots.robots_refusal(url)
+        if refusal is not None:
+            raise _robots_error(url, refusal)
+        return await self.fetcher.fetch(url, etag=etag, last_modified=last_modified)
+
+    async def aclose(self) -> None:
+        try:
+            await self.fetcher.aclose()
+        finally:
+            await self.robots.aclose()
 
 
 def fetcher_for(
     settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None,
+    keep_body: bool = False,
     jobs: JobBook | None = None,
 ) -> Fetcher:
     """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder,
@@ -137,12 +197,13 @@ def fetcher_for(
     ``${NAME}`` in ``fetch.headers`` values is expanded here, per fetch, from ``environ`` (default
     ``os.environ``), so secrets stay out of the loaded contract and a rotated secret is picked up by the
     next run. An unset or empty variable gives a fetcher whose ``fetch`` raises FetchError
-    'invalid_config' naming the header and the variable.
-
-    ``jobs``: where the provider adapter records its jobs (``adapters.fetch.provider.JobBook``); the other
-    adapters ignore it.
+    'invalid_config' naming the header and the variable. ``keep_body``: each HTTP ``Page`` also holds the
+    body's bytes (``Page.body``; fixture pages always do). ``jobs``: where the provider adapter records its
+    jobs (``adapters.fetch.provider.JobBook``); the other adapters ignore it.
     """
-    return _adapter_for(settings, base_dir, environ, HttpFetcher, jobs)
+    http = functools.partial(HttpFetcher, pacer=SyncPacer(limits_for(settings)))
+    options = {"keep_body": True} if keep_body else {}
+    return _adapter_for(settings, base_dir, environ, http, jobs, **options)
 
 
 def async_fetcher_for(
@@ -151,12 +212,14 @@ def async_fetcher_for(
     *,
     environ: Mapping[str, str] | None = None,
     max_connections: int = 100,
+    pacer: AsyncPacer | None = None,
     jobs: JobBook | None = None,
 ) -> AsyncFetcher:
     """``fetcher_for`` for a batch: ``await fetcher.fetch(url, etag=, last_modified=)`` from many tasks,
     then ``await fetcher.aclose()`` (or ``async with``). ``max_connections`` is the HTTP pool size (the
     browser adapter: pages rendered at once, at most ``fetch.browser.pages``); keep the number of fetches in
-    flight at or below it, or the rest wait for a free connection."""
+    flight at or below it, or the rest wait for a free connection. ``pacer``: the run's host budgets (default:
+    the contract's ``concurrency``/``rate``/``throttle``, for this fetcher's tasks)."""
     if settings.adapter == "browser":
         # one browser per calling process; max_connections bounds its pages as it bounds HTTP connections
         return _browser_for(settings, environ, sync=False, max_pages=max_connections)
@@ -167,6 +230,7 @@ def async_fetcher_for(
         if isinstance(provider, ProviderFetcher):
             return AsyncProviderFetcher(provider, max_connections=max_connections)
         return InlineAsyncFetcher(provider)
-    http = functools.partial(AsyncHttpFetcher, max_connections=max_connections)
+    http = functools.partial(AsyncHttpFetcher, max_connections=max_connections,
+                             pacer=pacer or AsyncPacer(limits_for(settings)))
     fetcher = _adapter_for(settings, base_dir, environ, http)
     return fetcher if isinstance(fetcher, AsyncHttpFetcher) else InlineAsyncFetcher(fetcher)

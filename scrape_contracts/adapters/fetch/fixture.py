@@ -91,5 +91,6 @@ class FixtureFetcher(ClosesOnExit):
             sha256=digest,
             elapsed_s=time.monotonic() - started,
             encoding=encoding,
+            body=body,  # local files: holding the bytes costs nothing that matters
             **common,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -11,8 +12,11 @@ from scrape_contracts.adapters.fetch.client import HttpFetcherBase, default_ssl_
 from scrape_contracts.adapters.fetch.connect import pinned_to
 from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import ClosesOnExit, Page
-from scrape_contracts.adapters.fetch.policy import Exchange, Sleep, Step
+from scrape_contracts.adapters.fetch.pace import Ticket
+from scrape_contracts.adapters.fetch.policy import Exchange
+from scrape_contracts.adapters.fetch.steps import CheckAddress, CheckRobots, RobotsRefusal, Sleep, Turn
 from scrape_contracts.adapters.fetch.transport import SyncTransport
+from scrape_contracts.adapters.robots import host_key, robots_url, rules_from
 
 
 class HttpFetcher(HttpFetcherBase, ClosesOnExit):
@@ -21,6 +25,7 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
     _default_sleep = staticmethod(time.sleep)
 
     def _open_client(self, max_connections: int, **options: Any) -> httpx.Client:
+        self._robots_lock = threading.Lock()
         transport = SyncTransport(max_connections=max_connections, ssl_context=default_ssl_context())
         return httpx.Client(transport=transport, **options)
 
@@ -28,18 +33,60 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
         self._client.close()
 
     def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
-        plan = self.policy.plan(url, etag, last_modified)
-        for step in plan:
-            with plan.capture():
-                plan.result = self._perform(step)
+        return self._fetch(url, etag, last_modified, self.robots_agent is not None)
+
+    def _fetch(self, url: str, etag: str | None, last_modified: str | None, robots: bool) -> Page:
+        plan = self.policy.plan(url, etag, last_modified, robots=robots)
+        held: Ticket | None = None  # the host's slot, from a Turn to the end of its Exchange
+        host = ""
+        try:
+            for step in plan:
+                if held is not None and not isinstance(step, (CheckAddress, Exchange)):
+                    held = self._give_back(held, None)
+                with plan.capture():
+                    if isinstance(step, Exchange):
+                        answer = None
+                        try:
+                            answer = plan.result = self._exchange(step)
+                        finally:
+                            if held is not None:
+                                held = self._give_back(held, answer)
+                    elif isinstance(step, Turn):
+                        host = host_key(step.url)
+                        if self.pacer is not None:
+                            asked = self._clock()
+                            held = self.pacer.take(host)
+                            plan.result = self._clock() - asked
+                    elif isinstance(step, Sleep):
+                        if self.pacer is not None:
+                            self.pacer.pause(host, step.seconds, self._sleep)
+                        else:
+                            self._sleep(step.seconds)
+                    elif isinstance(step, CheckRobots):
+                        plan.result = self.robots_refusal(step.url)
+                    else:
+                        plan.result = self._guard.check(step.url)
+        finally:
+            if held is not None:
+                self._give_back(held, None)
         return plan.page
 
-    def _perform(self, step: Step) -> Any:
-        if isinstance(step, Exchange):
-            return self._exchange(step)
-        if isinstance(step, Sleep):
-            return self._sleep(step.seconds)
-        return self._guard.check(step.url)
+    def robots_refusal(self, url: str) -> RobotsRefusal | None:
+        """Read the host's robots.txt the first time it is needed in this fetcher's life (one run), once."""
+        assert self.robots_agent is not None
+        key = host_key(url)
+        with self._robots_lock:
+            rules = self._robots.get(key)
+            if rules is None:
+                where = robots_url(url)
+                try:
+                    outcome: Any = self._fetch(where, None, None, False)
+                except Exception as exc:  # noqa: BLE001 (what it failed with decides the rules)
+                    outcome = exc
+                rules = self._robots[key] = rules_from(where, outcome)
+                if self.pacer is not None:
+                    self.pacer.pace(key).at_least(rules.interval_s(self.robots_agent))
+        return rules.refusal(url, self.robots_agent)
 
     def _exchange(self, exchange: Exchange) -> Any:
         request = self._client.stream("GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout)

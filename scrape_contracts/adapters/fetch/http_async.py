@@ -19,9 +19,12 @@ from scrape_contracts.adapters.fetch.client import HttpFetcherBase, default_ssl_
 from scrape_contracts.adapters.fetch.connect import pinned_to
 from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, Page
-from scrape_contracts.adapters.fetch.policy import Exchange, Sleep, Step
+from scrape_contracts.adapters.fetch.pace import Ticket
+from scrape_contracts.adapters.fetch.policy import Exchange
+from scrape_contracts.adapters.fetch.steps import CheckAddress, CheckRobots, RobotsRefusal, Sleep, Turn
 from scrape_contracts.adapters.fetch.pool import AsyncPool
 from scrape_contracts.adapters.netguard import Resolver, system_resolver
+from scrape_contracts.adapters.robots import host_key, robots_url, rules_from
 
 # (host, addresses) looked up for the guard check under way in this task
 _LOOKED_UP: ContextVar[tuple[str, Sequence[str]] | None] = ContextVar("fetch_looked_up", default=None)
@@ -63,18 +66,67 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
         await self._client.aclose()
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
-        plan = self.policy.plan(url, etag, last_modified)
-        for step in plan:
-            with plan.capture():
-                plan.result = await self._perform(step)
+        return await self._fetch(url, etag, last_modified, self.robots_agent is not None)
+
+    async def _fetch(self, url: str, etag: str | None, last_modified: str | None, robots: bool) -> Page:
+        plan = self.policy.plan(url, etag, last_modified, robots=robots)
+        held: Ticket | None = None  # the host's slot, from a Turn to the end of its Exchange
+        host = ""
+        try:
+            for step in plan:
+                if held is not None and not isinstance(step, (CheckAddress, Exchange)):
+                    held = self._give_back(held, None)
+                with plan.capture():
+                    if isinstance(step, Exchange):
+                        answer = None
+                        try:
+                            answer = plan.result = await self._exchange(step)
+                        finally:
+                            if held is not None:
+                                held = self._give_back(held, answer)
+                    elif isinstance(step, Turn):
+                        host = host_key(step.url)
+                        if self.pacer is not None:
+                            asked = self._clock()
+                            held = await self.pacer.take(host)
+                            plan.result = self._clock() - asked
+                    elif isinstance(step, Sleep):
+                        if self.pacer is not None:
+                            await self.pacer.pause(host, step.seconds, self._sleep)
+                        else:
+                            await self._sleep(step.seconds)
+                    elif isinstance(step, CheckRobots):
+                        plan.result = await self.robots_refusal(step.url)
+                    else:
+                        plan.result = await self._check_address(step.url)
+        finally:
+            if held is not None:
+                self._give_back(held, None)
         return plan.page
 
-    async def _perform(self, step: Step) -> Any:
-        if isinstance(step, Exchange):
-            return await self._exchange(step)
-        if isinstance(step, Sleep):
-            return await self._sleep(step.seconds)
-        return await self._check_address(step.url)
+    async def robots_refusal(self, url: str) -> RobotsRefusal | None:
+        """Read the host's robots.txt the first time it is needed in this fetcher's life (one run), once."""
+        assert self.robots_agent is not None
+        key = host_key(url)
+        known = self._robots.get(key)
+        if known is None:
+            known = self._robots[key] = asyncio.get_running_loop().create_future()
+            try:
+                where = robots_url(url)
+                try:
+                    outcome: Any = await self._fetch(where, None, None, False)
+                except Exception as exc:  # noqa: BLE001 (what it failed with decides the rules)
+                    outcome = exc
+                rules = rules_from(where, outcome)
+                if self.pacer is not None:
+                    self.pacer.pace(key).at_least(rules.interval_s(self.robots_agent))
+                known.set_result(rules)
+            except BaseException:
+                del self._robots[key]  # cancelled: whoever comes next reads it
+                known.cancel()
+                raise
+        rules = await asyncio.shield(known)
+        return rules.refusal(url, self.robots_agent)
 
     async def _check_address(self, url: str) -> tuple[str, ...] | None:
         try:

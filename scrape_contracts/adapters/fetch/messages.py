@@ -129,3 +129,8 @@ def deadline_passed(deadline_s: float, tries: int) -> str:
         f"timed out: the fetch deadline of {deadline_s:g}s passed after {attempts(tries)} (the site is slow "
         "or unreachable; run again later)"
     )
+
+
+def robots(detail: str, redirected_to: str | None) -> str:
+    hop = f" (redirected to {redirected_to})" if redirected_to else ""
+    return f"not fetched{hop}: {detail}"

@@ -21,6 +21,9 @@ class Page:
     etag: str | None = None
     last_modified: str | None = None
     attempts: tuple[dict[str, Any], ...] = ()
+    # the bytes as received (after Content-Encoding), only when the fetcher was asked to keep them
+    # (``keep_body``): a gzip sitemap is binary, which ``html`` cannot hold
+    body: bytes | None = field(default=None, repr=False, compare=False)
 
 
 class FetchError(Exception):

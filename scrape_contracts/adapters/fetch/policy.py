@@ -1,9 +1,16 @@
 """The decisions of one HTTP fetch, written once for the sync and the async client (sans-IO).
 
-``FetchPolicy.plan(url)`` walks a fetch step by step: it yields the I/O it needs (``CheckAddress``,
-``Sleep``, ``Exchange``), the client performs each and hands back the result or the exception, and at the
-end the plan holds the ``Page`` or raises ``FetchError``. Retries, Retry-After, redirects, the deadline,
-the size limit and the wording of every failure live here, so the two clients cannot drift apart.
+``FetchPolicy.plan(url)`` walks a fetch step by step: it yields the I/O it needs (``CheckRobots``, ``Turn``,
+``CheckAddress``, ``Sleep``, ``Exchange``), the client performs each and hands back the result or the
+exception, and at the end the plan holds the ``Page`` or raises ``FetchError``. Retries, Retry-After,
+redirects, the deadline, the size limit and the wording of every failure live here, so the two clients
+cannot drift apart.
+
+Politeness is the client's (adapters/fetch/pace.py, adapters/robots.py): before each hop the plan asks
+whether robots.txt allows it (``CheckRobots``), and before each attempt it waits for its turn at the host
+(``Turn``: a slot within the host's concurrency, the request rate). The slot is held until that attempt's
+``Exchange`` ends, never through a ``Sleep``: a page waiting out a Retry-After leaves its slot to others.
+The wait for a turn is the crawl's queueing, not the page's: it does not count against the deadline.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from scrape_contracts.adapters.fetch.page import FetchError, Page
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
 from scrape_contracts.adapters.netguard import OPT_IN_HINT, AddressBlocked, ResolutionFailed
+from scrape_contracts.adapters.fetch.steps import Answer, CheckAddress, CheckRobots, Sleep, Turn
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -54,27 +62,6 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-@dataclass(frozen=True)
-class Sleep:
-    seconds: float
-
-
-@dataclass(frozen=True)
-class CheckAddress:
-    """Run the address guard on ``url``: return what ``AddressGuard.check`` returns (the addresses
-    checked), or raise AddressBlocked / ResolutionFailed."""
-
-    url: str
-
-
-@dataclass
-class Answer:
-    status: int
-    reason: str
-    headers: httpx.Headers
-    body: bytes | None
-
-
 class _DeadlinePassed(Exception):
     pass
 
@@ -92,6 +79,7 @@ class _State:
     requested_url: str
     clock: Callable[[], float]
     deadline_s: float
+    robots: bool = True
     started: float = 0.0
     attempts: list[dict[str, Any]] = field(default_factory=list)
 
@@ -163,7 +151,7 @@ class Exchange:
         return self._answer
 
 
-Step = Sleep | CheckAddress | Exchange
+Step = Sleep | Turn | CheckRobots | CheckAddress | Exchange
 
 
 class Plan:
@@ -220,6 +208,8 @@ class FetchPolicy:
     clock: Callable[[], float] = time.monotonic
     # Retry-After HTTP-dates are wall-clock times
     wall_clock: Callable[[], float] = time.time
+    # the Page carries the body's bytes too (discovery reads gzip sitemaps); off: pages are held once
+    keep_body: bool = False
 
     def __post_init__(self) -> None:
         if min(self.timeout_s, self.deadline_s, self.max_bytes) <= 0 or min(
@@ -230,8 +220,10 @@ class FetchPolicy:
                 "backoff_s >= 0"
             )
 
-    def plan(self, url: str, etag: str | None = None, last_modified: str | None = None) -> Plan:
-        state = _State(url, self.clock, self.deadline_s)
+    def plan(self, url: str, etag: str | None = None, last_modified: str | None = None, *,
+             robots: bool = True) -> Plan:
+        """``robots``: ask ``CheckRobots`` before each hop (not for robots.txt itself)."""
+        state = _State(url, self.clock, self.deadline_s, robots)
         return Plan(self._fetch(state, url, etag, last_modified))
 
     def _fetch(
@@ -250,6 +242,12 @@ class FetchPolicy:
         while True:
             # caller headers carry credentials meant for the contract's site, not for wherever it redirects
             caller_headers = self.headers if origin(current) == first_origin else {}
+            if state.robots:
+                refusal = yield CheckRobots(current)
+                if refusal is not None:
+                    where = redact_url(current) if current != url else None
+                    raise self._error(state, refusal.kind, url, messages.robots(refusal.detail, where),
+                                      transient=refusal.transient)
             answer = yield from self._hop(state, current, previous, {**caller_headers, **conditional})
             if answer.status not in REDIRECT_STATUSES:
                 return self._page(state, current, answer, etag, last_modified)
@@ -276,6 +274,8 @@ class FetchPolicy:
         while True:
             if wait:
                 yield Sleep(wait)
+            waited = yield Turn(url)
+            state.started += waited or 0.0  # the host's queue is the crawl's time, not the page's
             remaining = state.remaining()
             if remaining <= 0:
                 raise self._deadline_error(state, url, None)
@@ -372,7 +372,8 @@ class FetchPolicy:
         return Page(
             status=answer.status, html=html, sha256=hashlib.sha256(answer.body).hexdigest(),
             elapsed_s=state.elapsed(), encoding=encoding, etag=headers.get("etag"),
-            last_modified=headers.get("last-modified"), **common,
+            last_modified=headers.get("last-modified"), body=answer.body if self.keep_body else None,
+            **common,
         )
 
     def _public_headers(self, headers: httpx.Headers) -> dict[str, str]:

@@ -8,10 +8,10 @@ process opens the store.
 
 ``ProjectStore`` is put together from one part per responsibility: ``recording`` (storing and recording
 candidates, quarantine), ``acceptance`` (accepting exactly once, reading accepted versions), ``review``,
-``selectors`` (selector versions), ``state`` (partition state, dynamic targets), ``leases`` (one holder per
-target, fenced commits), ``provider_jobs`` (a hosted provider's jobs, submit markers, spend), ``views`` (the
-typed view of a contract's accepted records, PostgreSQL); ``engines``
-holds the connection pools and ``rows`` the values handed out.
+``selectors`` (selector versions), ``state`` (partition state, dynamic targets), ``discovered`` (the source
+that found a target, gone or back), ``leases`` (one holder per target, fenced commits), ``provider_jobs`` (a
+hosted provider's jobs, submit markers, spend), ``views`` (the typed view of a contract's accepted records,
+PostgreSQL); ``engines`` holds the connection pools and ``rows`` the values handed out.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from scrape_contracts.adapters.schema import (
     AcceptSource, CandidateStatus, Decision, SelectorSource, accepted, candidates, metadata, reviews,
 )
 from scrape_contracts.adapters.store.recording import CandidatesMixin
+from scrape_contracts.adapters.store.discovered import (
+    DiscoveredTargetsMixin, DiscoveryChanges, FoundTarget, KnownTarget,
+)
 from scrape_contracts.adapters.store.engines import new_engine, open_engines, schema_state, shown_url, upgrade_schema
 from scrape_contracts.adapters.store.errors import (
     AlreadyAccepted, LeaseLost, LostLease, NothingToReview, SelectorConflict, StaleCandidate, StoreError,
@@ -46,7 +49,7 @@ from scrape_contracts.adapters.store.views import VIEW_SCHEMA, AcceptedViewsMixi
 
 
 class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin,
-                   LeasesMixin, ProviderJobsMixin, AcceptedViewsMixin):
+                   DiscoveredTargetsMixin, LeasesMixin, ProviderJobsMixin, AcceptedViewsMixin):
     """The project store at one SQLAlchemy URL (its schema created or upgraded on first open)."""
 
 
@@ -79,7 +82,8 @@ _engines = open_engines  # the tests' handle on the same dict
 __all__ = [
     "INDETERMINATE_PAUSE", "Budget", "BudgetSpent", "NothingToReconcile", "ProviderJob", "Spend", "day_start",
     "REVIEW_PAUSE", "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction",
-    "CandidateStatus", "Decision", "Lease", "LeaseGrant", "LeaseLost", "LostLease", "NewCandidate",
+    "CandidateStatus", "Decision", "DiscoveryChanges", "FoundTarget", "KnownTarget", "Lease", "LeaseGrant",
+    "LeaseLost", "LostLease", "NewCandidate",
     "NothingToReview", "OperationalError", "PartitionState", "ProjectStore", "RecordedCandidate", "Review",
     "SelectorConflict", "SelectorSource", "SelectorVersion", "StaleCandidate", "StoreError", "StoreNotFound",
     "StoreTooNew", "StoreUnavailable", "Superseded", "TargetBusy", "accepted", "busy_message", "candidates",

@@ -49,6 +49,7 @@ STRATEGY_NAMES = {
     Part.VALUE: "value_proximity",
     Part.JSONLD: "jsonld",
     Part.OLD_SELECTOR: "old_selector",
+    Part.SEQUENCE: "sequence_link",
 }
 
 
@@ -140,6 +141,7 @@ def _judge(ctx: Context, found: Shortlist, extra: dict[str, Any]) -> HealResult:
         review = _with_review(ctx, info, best, runner)
         return _refused(review, RefusalReason.LOW_CONFIDENCE, detail, confidence)
     support = best.parts[Part.FINGERPRINT] + best.parts[Part.ANCHOR] + best.parts[Part.LABEL]
+    support += best.parts.get(Part.SEQUENCE, 0.0)
     if spec.expected is not None:
         support += policy.min_support  # the contract pins the value: matching it is not a coincidence
     if best.parts.get(Part.UNIQUE_VALUE) and best.parts.get(Part.JSONLD, 0.0) >= weights.jsonld:

@@ -13,12 +13,14 @@ from lxml import etree
 
 from scrape_contracts.engine.heal.fingerprint import similarity
 from scrape_contracts.engine.heal.labels import clean_label, heading_of, label_of
+from scrape_contracts.engine.heal.sequence import is_sequence_link
 from scrape_contracts.engine.heal.vocabulary import (
     CHROME_TOKENS,
     CONTENT_HEADS,
     NUMBER_TOKEN,
     RELATED_HEADING,
     RELATED_TOKENS,
+    SIDE_TOKENS,
     STRIKE_LABEL,
     STRIKE_TAGS,
     STRIKE_TOKENS,
@@ -38,6 +40,8 @@ class Flag(StrEnum):
     RELATED = "related"  # a related/recommended section
     CHROME = "chrome"  # navigation, breadcrumbs, footer, site header
     CARD = "card"  # one of several look-alike linked items
+    SEQUENCE = "sequence"  # a link to the previous or next item (``sequence``)
+    SIDE = "side"  # in the page's side column (<aside>, role=complementary, a "sidebar")
 
 
 # in this order: the first that the candidate has and the old element had not names the decoy
@@ -148,6 +152,8 @@ def _compute_flags(page: Page, el: etree._Element) -> frozenset[Flag]:
         flags.add(Flag.CARD)
     if in_link_list(page, el):
         flags.add(Flag.CHROME)
+    if is_sequence_link(page, el):
+        flags.add(Flag.SEQUENCE)
     return frozenset(flags)
 
 
@@ -173,6 +179,8 @@ def _own_section_flags(page: Page, node: etree._Element) -> frozenset[Flag]:
     flags: set[Flag] = set()
     if tokens & RELATED_TOKENS:
         flags.add(Flag.RELATED)
+    if tag == "aside" or node.get("role") == "complementary" or tokens & SIDE_TOKENS:
+        flags.add(Flag.SIDE)
     if (
         tag in ("nav", "footer")
         or node.get("role") in ("navigation", "contentinfo", "banner")
@@ -255,10 +263,19 @@ def decoy_reason(ctx: Context, el: etree._Element, raw: str = "") -> Flag | None
     flags = flags_of(ctx.after, el)
     if raw and len(el):
         flags = flags | flags_of(ctx.after, holder_of(ctx.after, el, raw, ctx.spec.numeric))
+    if stepping(ctx, flags):
+        # the pager of a post often sits in a "related" block ("read next", class "pagination-related"):
+        # for a field that was a step to the previous or next item, another such step is no recommendation
+        flags = flags - {Flag.RELATED, Flag.CARD}
     for flag in DECOY_FLAGS:
         if flag in flags and flag not in ctx.target_flags:
             return flag
     return None
+
+
+def stepping(ctx: Context, flags: frozenset[Flag]) -> bool:
+    """The field was a link to the previous or next item, and so is the element with these flags."""
+    return Flag.SEQUENCE in flags and Flag.SEQUENCE in ctx.target_flags
 
 
 def distractor_score(ctx: Context, cand: Candidate, struct: float) -> float:

@@ -27,6 +27,7 @@ class EvidenceWeights:
     card: float = 0.2  # inside another item's card of a repeated list
     identity: float = 0.35  # carries a name that belonged to another element on the old page
     label_conflict: float = 0.12  # labelled as something else than the old element was
+    sequence: float = 0.2  # a link to the previous/next item, as the old one was, still leading there
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ start or the end of the list, or the key its row holds (an XPath)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -19,8 +20,9 @@ from scrape_contracts.engine.heal.selectors import anchor_forms, reextracts, sim
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, ItemPick
 
 CONTAINER_DEPTH = 3  # ancestors of the list whose stable names may anchor it
-UNKNOWN_ROWS = ("the rows of the last good page's list are not found on the new page (at least two, each "
-                "in one place)")
+CSS_CLASS = re.compile(r"^-?[A-Za-z_][\w-]*$")
+UNKNOWN_ROWS = ("the rows of the last good page's list are not found on the new page (at least two, in one "
+                "list that is the field's)")
 
 
 def row_to_keep(ctx: Context) -> etree._Element | HealResult | None:
@@ -100,7 +102,26 @@ def _item_selector(ctx: Context, new: NewRows, row: etree._Element, how: ItemPic
         for selector in tries:
             if selector and _picks(ctx, selector, el, value):
                 return selector
+    if how is ItemPick.KEY:
+        return None
+    # a list whose element has no stable name (only layout classes): a class every row carries names the
+    # rows ("div.index-card"), their place among the container's children of their tag the row
+    place = (f"nth-of-type({position + 1})" if how is ItemPick.FIRST else
+             f"nth-last-of-type({len(new.rows) - position})")
+    for cls in _shared_classes(ctx, new.rows):
+        for form in inner:
+            selector = f"{row.tag}.{cls}:{place}{form}{suffix}"
+            if _picks(ctx, selector, el, value):
+                return selector
     return None
+
+
+def _shared_classes(ctx: Context, rows: tuple[etree._Element, ...]) -> list[str]:
+    """Stable classes that every row of the list carries, usable as a plain CSS class."""
+    shared = set(ctx.after.classes(rows[0]))
+    for row in rows[1:]:
+        shared &= set(ctx.after.classes(row))
+    return sorted(c for c in shared if CSS_CLASS.match(c))
 
 
 def _steps(row: etree._Element, path: tuple[tuple[str, int], ...]) -> list[str]:

@@ -20,7 +20,6 @@ the ordinary heal follows the label.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,8 @@ from lxml import etree
 
 from scrape_contracts.engine.dates import DateParseError, parse_date
 from scrape_contracts.engine.heal.candidates import value_sources
+from scrape_contracts.engine.heal.decoys import Flag, flags_of
+from scrape_contracts.engine.heal.fingerprint import fingerprint_of, similarity
 from scrape_contracts.engine.heal.labels import inline_label, label_of
 from scrape_contracts.engine.heal.locate import innermost
 from scrape_contracts.engine.heal.page import Page, select_elements, split_selector
@@ -44,7 +45,13 @@ COMBINATOR = re.compile(r"\s*[ >+~]\s*")
 ROW_DEPTH = 6  # an item rule without a positional step: its row is at most this far above the element
 MIN_ROWS = 2  # a list has several rows holding a value of the field's type
 MAX_PROBES = 12  # rows looked up on the new page
-MIN_AGREEMENT = 0.8  # share of the rows found whose elements share one list
+MIN_AGREEMENT = 0.8  # share of the rows found that one list must hold
+MAX_PLACES = 4  # a row's value in more places than this (a tag cloud, a repeated menu) locates nothing
+LIST_DEPTH = 8  # a row is at most this far above the field's element
+# a list's copy elsewhere: in the side column, or crossed out. (Not "related": a listing names its own
+# rows "recent posts" as often as a sidebar does)
+LIST_DECOYS = frozenset({Flag.STRIKE, Flag.SIDE})
+LIST_MARGIN = 0.05  # likeness by which one of two lists holding as many rows must be the field's
 # items of a list by their tag; other rows are items when they carry a class (post cards, result rows)
 LIST_ROWS = frozenset({"li", "tr", "article", "dd", "dt"})
 
@@ -172,9 +179,15 @@ def _rows_of(page: Page, spec: HealSpec, target: etree._Element) -> list[etree._
 
 def new_rows(ctx: Context, old: OldRows) -> NewRows | None:
     """Where the old rows' values are on the new page, hence its list; None when fewer than two rows are
-    found in exactly one place each, or they are not rows of one list with one place for the field."""
+    found, or they are not rows of one list with one place for the field.
+
+    A row's value may be printed in more than one place: twice in its own row (a post's title links to it
+    and so does "read more") or in a second list (a sidebar lists the same posts). Every list the values
+    make (rows under one parent, one place for the field in each, each row in its own child) is a
+    candidate: the one finding the most rows wins, and between lists finding as many, the one whose places
+    are most like the old element, by a margin; otherwise which list is the field's cannot be told."""
     after, spec = ctx.after, ctx.spec
-    found: dict[int, tuple[etree._Element, str]] = {}
+    places: dict[int, list[tuple[etree._Element, str]]] = {}
     for i, raw in enumerate(old.values[:MAX_PROBES]):
         typed = after.parse(spec, raw) if raw else UNPARSEABLE
         if typed is UNPARSEABLE or any(same_value(typed, after.parse(spec, o)) for j, o in
@@ -183,37 +196,72 @@ def new_rows(ctx: Context, old: OldRows) -> NewRows | None:
         probe = replace(spec, before=typed, item=None)
         same = lambda v, t=typed: same_value(v, t)  # noqa: E731 - bound to this row's value
         sources = value_sources(after, probe, same, raw, equal=True)
-        places = innermost([(el, src) for el, src, _, _ in sources])
-        if len({el for el, _ in places}) == 1:
-            found[i] = places[0]
-    if len(found) < MIN_ROWS:
+        found = list(dict.fromkeys(innermost([(el, src) for el, src, _, _ in sources])))
+        # a copy in the side column is set aside when the value is also elsewhere; a value shown only
+        # there is where the row went (a redesign may move a block into a side column)
+        found = [(el, src) for el, src in found if not _decoy(ctx, el)] or found
+        if 0 < len(found) <= MAX_PLACES:
+            places[i] = found
+    if len(places) < MIN_ROWS:
         return None
-    keys = sorted(found)
-    parents = Counter(_common_ancestor(found[a][0], found[b][0]) for a, b in zip(keys, keys[1:]))
-    parent, agreeing = parents.most_common(1)[0]
-    if parent is None or agreeing < MIN_AGREEMENT * (len(keys) - 1):
+    lists = sorted(_lists(ctx, places), key=lambda c: (-len(c.found), -c.likeness))
+    if not lists or len(lists[0].found) < max(MIN_ROWS, MIN_AGREEMENT * len(places)):
         return None
-    tops = {i: _child_towards(parent, found[i][0]) for i in keys}
-    if len(set(tops.values())) < len(tops) or len({el.tag for el in tops.values()}) != 1:
-        return None
-    tag = next(iter(tops.values())).tag
-    rows = tuple(c for c in parent if c.tag == tag)
-    paths = {path_of(tops[i], found[i][0]) for i in keys}
-    sources = {found[i][1] for i in keys}
-    if len(paths) != 1 or len(sources) != 1:
-        return None  # the field's place differs from row to row: not one list of like items
-    return NewRows(rows, paths.pop(), sources.pop(), {i: rows.index(tops[i]) for i in keys})
+    best = lists[0]
+    rival = next((c for c in lists[1:] if c.parent is not best.parent), None)
+    tied = rival is not None and len(rival.found) == len(best.found)
+    if tied and best.likeness - rival.likeness < LIST_MARGIN:
+        return None  # two lists hold the same rows alike (the posts, and a sidebar listing them)
+    rows = tuple(c for c in best.parent if c.tag == best.tag)
+    return NewRows(rows, best.path, best.src, {i: rows.index(child) for i, (child, _) in best.found.items()})
 
 
-def _common_ancestor(a: etree._Element, b: etree._Element) -> etree._Element | None:
-    theirs = {b, *b.iterancestors()}
-    return next((el for el in (a, *a.iterancestors()) if el in theirs), None)
+@dataclass
+class _List:
+    """A list the old rows' values make on the new page: its parent, its rows' tag, the field's place in a
+    row, and per old row found, its new row and the field's element there."""
+
+    parent: etree._Element
+    tag: str
+    path: tuple[tuple[str, int], ...]
+    src: str
+    found: dict[int, tuple[etree._Element, etree._Element]]
+    likeness: float = 0.0  # mean similarity of its places to the old element
 
 
-def _child_towards(parent: etree._Element, el: etree._Element) -> etree._Element:
-    while el.getparent() is not parent:
-        el = el.getparent()
-    return el
+def _lists(ctx: Context, places: dict[int, list[tuple[etree._Element, str]]]) -> list[_List]:
+    """Every list the places make: rows of one parent, each old row in its own child at one path."""
+    seen: dict[tuple, dict[int, list[tuple[etree._Element, etree._Element]]]] = {}
+    for i, found in places.items():
+        for el, src in found:
+            child = el
+            for _ in range(LIST_DEPTH):
+                parent = child.getparent()
+                if parent is None or parent.tag in ("body", "html"):
+                    break
+                key = (parent, child.tag, path_of(child, el), src)
+                seen.setdefault(key, {}).setdefault(i, []).append((child, el))
+                child = parent
+    out = []
+    for (parent, tag, path, src), rows in seen.items():
+        found = {i: hits[0] for i, hits in rows.items() if len(hits) == 1}
+        if len(found) < MIN_ROWS or len({child for child, _ in found.values()}) < len(found):
+            continue  # one row twice in this list, or two old rows in one of its rows: not this list
+        likeness = sum(_likeness(ctx, el, src) for _, el in found.values()) / len(found)
+        out.append(_List(parent, tag, path, src, found, likeness))
+    return out
+
+
+def _decoy(ctx: Context, el: etree._Element) -> bool:
+    """In the page's side column (a sidebar listing the same posts), or crossed out, where the field's
+    element was not: another list's copy of the row's value. (Every row of a list is a card, so
+    being one says nothing here.)"""
+    return bool(flags_of(ctx.after, el) & LIST_DECOYS - ctx.target_flags)
+
+
+def _likeness(ctx: Context, el: etree._Element, src: str) -> float:
+    fp = fingerprint_of(ctx.after, el, src)
+    return max((similarity(fp, target, ctx.policy.similarity) for target in ctx.targets), default=0.0)
 
 
 def kept_row(old: OldRows, new: NewRows) -> etree._Element | str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from lxml import etree
 
 from scrape_contracts.engine.extract import ValueParseError
-from scrape_contracts.engine.heal.decoys import Flag, distractor_score, flags_of, identity_conflict
+from scrape_contracts.engine.heal.decoys import Flag, distractor_score, flags_of, identity_conflict, stepping
 from scrape_contracts.engine.heal.fingerprint import Fingerprint, similarity
 from scrape_contracts.engine.heal.labels import inline_label, label_similarity
 from scrape_contracts.engine.heal.page import on_one_branch
@@ -48,6 +48,7 @@ class Part(StrEnum):
     CHROME = "chrome"
     CARD = "card"
     UNIQUE_VALUE = "unique_value"
+    SEQUENCE = "sequence"
 
 
 def anchor_score(ctx: Context, fp: Fingerprint) -> float:
@@ -200,14 +201,19 @@ def score_context(ctx: Context, cand: Candidate) -> None:
     else:
         oldsel = anchors.near_old_selector * locality(cand.el, ctx.old_matches, anchors)
     struct = cand.parts[Part.FINGERPRINT] / w.fingerprint
+    step = stepping(ctx, flags)
+    chrome = Flag.CHROME in flags and Flag.CHROME not in ctx.target_flags and not step  # a pager's <nav>
     cand.parts.update(
         {
             Part.JSONLD: round(w.jsonld * jsonld_score(ctx, cand.value), 4),
             Part.OLD_SELECTOR: round(w.old_selector * oldsel, 4),
             Part.DISTRACTOR: round(-w.distractor * distractor_score(ctx, cand, struct), 4),
             Part.IDENTITY: round(-w.identity * identity_conflict(ctx, cand), 4),
-            Part.CHROME: -w.chrome if Flag.CHROME in flags and Flag.CHROME not in ctx.target_flags else 0.0,
+            Part.CHROME: -w.chrome if chrome else 0.0,
             Part.CARD: -w.card if Flag.CARD in flags and Flag.CARD not in ctx.target_flags else 0.0,
+            # a step to the previous or next item that still leads where the field led: which of a pager's
+            # links is the field, the last accepted URL says, whatever the two designs call the direction
+            Part.SEQUENCE: w.sequence if step and same_value(cand.value, ctx.spec.before) else 0.0,
         }
     )
     cand.score = sum(cand.parts.values())

@@ -108,6 +108,7 @@ for _group in SYNONYM_GROUPS:
         SYNONYM_OF[_word] = SYNONYM_OF.get(_word, frozenset()) | _group
 del _group, _word
 
+
 STRIKE_TAGS = frozenset({"del", "s", "strike"})
 # class/id words of crossed-out and "was" prices; generic words ("list", "regular") would flag whole lists
 STRIKE_TOKENS = frozenset(
@@ -135,6 +136,7 @@ RELATED_HEADING = re.compile(
     r"latest (?:news|stories|articles|jobs|listings)|top stories|suggested|alternatives?)\b",
     re.I,
 )
+SIDE_TOKENS = frozenset({"sidebar", "aside"})  # names of a page's side column
 GENERIC_HEADS = frozenset(
     "count number total amount value qty quantity text name left remaining type id code time date "
     "at flag status".split()
@@ -276,3 +278,14 @@ def head_words(name: str) -> tuple[str, ...]:
         words.pop()
     return tuple(words[-1:])
 
+
+# words that say a link steps through a sequence (the previous or next post, page or item), in English,
+# German, French, Spanish, Italian and Portuguese; sites disagree on which way is "previous" (a blog that
+# lists newest first calls the newer post the previous one), so these say only that a link is such a step
+SEQUENCE_WORDS = frozenset(words_of(
+    "prev previous next older newer earlier vorherige vorheriger nachste nachster neuer neuere altere "
+    "alterer zuruck weiter precedent precedente suivant suivante anterior siguiente proximo proxima "
+    "successivo successiva"
+))
+SEQUENCE_RELS = frozenset({"prev", "previous", "next"})
+SEQUENCE_ARROWS = frozenset("←→«»‹›⟵⟶⇐⇒⇠⇢<>")

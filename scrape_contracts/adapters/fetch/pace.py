@@ -1,0 +1,257 @@
+"""Each site host's budget for one run: requests in flight, the request rate, and adaptive back-off.
+
+``HostPace`` is the pure part (every method takes ``now``): it says when the next request to its host may
+start and learns from each answer. ``AsyncPacer`` (one per event loop) and ``SyncPacer`` (one per sync
+fetcher) make requests wait their turn with it; the HTTP fetchers take a turn for every attempt and give it
+back when that attempt's exchange ends, so a page waiting out a Retry-After holds no slot.
+
+Back-off (``throttle``), like Scrapy's AutoThrottle in spirit, as a window of slots (AIMD):
+
+- 429: the window halves (at least 1 slot), and its Retry-After holds every request to the host until then;
+- 503 or no answer (timeout, broken connection): one slot less, and from the second in a row the window
+  halves; a cut happens once per round trip however many answers say so
+  (a 503's Retry-After is waited out by the page that got it, by the fetch policy, holding no slot); from
+  the second such answer in a row (``failing``) the host is held a little longer each time
+  (``FAILING_HOLD_S``, doubling) and its waiting retries count as its fetches, so a host in trouble is not
+  handed target after target while the earlier ones wait to retry (one 503 now and then costs nothing);
+- an answer much slower than the host's fastest (``SLOW_FACTOR`` times it, and ``SLOW_MARGIN_S`` more): one
+  slot less;
+- any other answer: the window grows back by 1/window (one slot per window's worth of answers), up to the
+  contract's concurrency. With steady latencies nothing is ever held back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+SLOW_FACTOR = 3.0
+SLOW_MARGIN_S = 0.5
+MAX_HOLD_S = 120.0  # longest interval or Retry-After hold a host may impose (a hostile robots.txt or header)
+FAILING_HOLD_S = 0.25
+MAX_FAILING_HOLD_S = 4.0  # a host that is down is the breaker's to give up on (service/breaker.py), not this
+_BACK_OFF_STATUSES = frozenset({429, 503})
+
+
+@dataclass(frozen=True)
+class HostLimits:
+    """``concurrency``: requests in flight at once; ``interval_s``: least seconds between two starts."""
+
+    concurrency: int = 4
+    interval_s: float = 0.0
+    throttle: bool = True
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1 or self.interval_s < 0:
+            raise ValueError("HostLimits needs concurrency >= 1 and interval_s >= 0")
+
+
+@dataclass
+class HostPace:
+    limits: HostLimits
+    in_flight: int = 0
+    window: float = 0.0
+    interval_s: float = 0.0
+    next_start: float = float("-inf")
+    hold_until: float = float("-inf")
+    fastest: float | None = None
+    latency: float | None = None  # smoothed
+    last_cut: float = float("-inf")
+    failing: int = 0  # back-off answers in a row
+    started: int = 0
+    peak: int = 0
+
+    def __post_init__(self) -> None:
+        self.window = float(self.limits.concurrency)
+        self.interval_s = self.limits.interval_s
+
+    @property
+    def slots(self) -> int:
+        return max(1, int(self.window))
+
+    def delay(self, now: float) -> float | None:
+        """None: every slot is taken (wait for one back); else seconds before the next may start (0: now)."""
+        if self.in_flight >= self.slots:
+            return None
+        return max(0.0, self.next_start - now, self.hold_until - now)
+
+    def start(self, now: float) -> None:
+        self.in_flight += 1
+        self.started += 1
+        self.peak = max(self.peak, self.in_flight)
+        self.next_start = now + self.interval_s
+
+    def at_least(self, interval_s: float) -> None:
+        """A least interval between starts asked elsewhere (robots.txt Crawl-delay): the slower one wins."""
+        self.interval_s = max(self.interval_s, min(interval_s, MAX_HOLD_S))
+
+    def finish(self, now: float, started: float, status: int | None, retry_after_s: float | None = None) -> None:
+        """An attempt that started at ``started`` ended: ``status`` None when no answer came."""
+        self.in_flight -= 1
+        if not self.limits.throttle:
+            return
+        if status is None or status in _BACK_OFF_STATUSES:
+            self.failing += 1
+            if status == 429 and retry_after_s:
+                self.hold_until = max(self.hold_until, now + min(retry_after_s, MAX_HOLD_S))
+            if self.failing >= 2:
+                hold = min(MAX_FAILING_HOLD_S, FAILING_HOLD_S * 2 ** min(self.failing - 2, 16))
+                self.hold_until = max(self.hold_until, now + hold)
+            # a 429 is about this client's pace; one 503 now and then may be one page's trouble
+            self._cut(now, halve=status == 429 or self.failing >= 2)
+            return
+        self.failing = 0
+        took = max(0.0, now - started)
+        self.fastest = took if self.fastest is None else min(self.fastest, took)
+        self.latency = took if self.latency is None else 0.7 * self.latency + 0.3 * took
+        if self.latency > SLOW_FACTOR * self.fastest and self.latency - self.fastest > SLOW_MARGIN_S:
+            self._cut(now, halve=False)
+        elif self.window < self.limits.concurrency:
+            self.window = min(float(self.limits.concurrency), self.window + 1.0 / self.window)
+
+    def _cut(self, now: float, *, halve: bool) -> None:
+        # one cut per round trip: the answers to requests sent before the last cut say nothing new
+        if now - self.last_cut < (self.latency or 0.0):
+            return
+        self.last_cut = now
+        self.window = max(1.0, self.window / 2 if halve else self.window - 1.0)
+
+
+@dataclass(frozen=True)
+class Ticket:
+    host: str
+    started: float
+
+
+class _Base:
+    def __init__(self, limits: HostLimits, clock: Callable[[], float]) -> None:
+        self.limits = limits
+        self.clock = clock
+        self._paces: dict[str, HostPace] = {}
+
+    def pace(self, host: str) -> HostPace:
+        found = self._paces.get(host)
+        if found is None:
+            found = self._paces[host] = HostPace(self.limits)
+        return found
+
+    def peaks(self) -> dict[str, int]:
+        """Most requests in flight at once, per host, so far."""
+        return {host: pace.peak for host, pace in self._paces.items()}
+
+
+@dataclass
+class _Gate:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # FIFO: the first to wait goes first
+    freed: asyncio.Event = field(default_factory=asyncio.Event)
+    sleeping: int = 0
+
+
+class AsyncPacer(_Base):
+    """The hosts' budgets for every task of one event loop. ``on_change(host)`` is called when a slot of
+    ``host`` comes free or a request of it starts waiting out a retry (the batch's dispatcher listens)."""
+
+    def __init__(self, limits: HostLimits, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        super().__init__(limits, clock)
+        self.sleep = sleep
+        self._gates: dict[str, _Gate] = {}
+        self.listeners: list[Callable[[str], None]] = []
+        self.resting = 0  # requests waiting out a retry, over all hosts
+
+    def _gate(self, host: str) -> _Gate:
+        gate = self._gates.get(host)
+        if gate is None:
+            gate = self._gates[host] = _Gate()
+        return gate
+
+    def slots(self, host: str) -> int:
+        return self.pace(host).slots
+
+    def sleeping(self, host: str) -> int:
+        """Requests of ``host`` waiting out a retry, holding no slot (none while the host is failing: then
+        they count as its fetches, see the module's notes)."""
+        gate = self._gates.get(host)
+        return gate.sleeping if gate and self.pace(host).failing < 2 else 0
+
+    async def take(self, host: str) -> Ticket:
+        pace, gate = self.pace(host), self._gate(host)
+        async with gate.lock:
+            while True:
+                wait = pace.delay(self.clock())
+                if wait == 0:
+                    break
+                if wait is None:
+                    freed = gate.freed
+                    await freed.wait()
+                else:
+                    await self.sleep(wait)
+            now = self.clock()
+            pace.start(now)
+            return Ticket(host, now)
+
+    def give_back(self, ticket: Ticket, status: int | None, retry_after_s: float | None = None) -> None:
+        self.pace(ticket.host).finish(self.clock(), ticket.started, status, retry_after_s)
+        gate = self._gate(ticket.host)
+        gate.freed.set()
+        gate.freed = asyncio.Event()
+        self._changed(ticket.host)
+
+    async def pause(self, host: str, seconds: float,
+                    sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
+        """Wait ``seconds`` for a retry, holding no slot: the host's other targets may go meanwhile."""
+        gate = self._gate(host)
+        gate.sleeping += 1
+        self.resting += 1
+        self._changed(host)
+        try:
+            await (sleep or self.sleep)(seconds)
+        finally:
+            gate.sleeping -= 1
+            self.resting -= 1
+
+    def _changed(self, host: str) -> None:
+        for listener in self.listeners:
+            listener(host)
+
+
+class SyncPacer(_Base):
+    """The hosts' budgets for the threads of one sync fetcher (a single-target run: its pages in turn)."""
+
+    def __init__(self, limits: HostLimits, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(limits, clock)
+        self.sleep = sleep
+        self._cond = threading.Condition()
+
+    def take(self, host: str) -> Ticket:
+        pace = self.pace(host)
+        while True:
+            with self._cond:
+                wait = pace.delay(self.clock())
+                if wait == 0:
+                    now = self.clock()
+                    pace.start(now)
+                    return Ticket(host, now)
+                if wait is None:
+                    self._cond.wait()
+                    continue
+            self.sleep(wait)
+
+    def give_back(self, ticket: Ticket, status: int | None, retry_after_s: float | None = None) -> None:
+        with self._cond:
+            self.pace(ticket.host).finish(self.clock(), ticket.started, status, retry_after_s)
+            self._cond.notify_all()
+
+    def pause(self, host: str, seconds: float, sleep: Callable[[float], None] | None = None) -> None:
+        (sleep or self.sleep)(seconds)
+
+
+def limits_for(settings: object) -> HostLimits:
+    """The contract's ``fetch:`` as host limits (``concurrency``, ``rate``, ``throttle``)."""
+    rate = getattr(settings, "rate", None)
+    return HostLimits(concurrency=getattr(settings, "concurrency", 4), interval_s=1.0 / rate if rate else 0.0,
+                      throttle=getattr(settings, "throttle", True))

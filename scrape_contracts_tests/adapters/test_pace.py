@@ -1,0 +1,160 @@
+"""A site host's budget, on an injected clock: concurrency, rate, Crawl-delay and back-off (HostPace)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from scrape_contracts.adapters.fetch.pace import (
+    MAX_FAILING_HOLD_S, MAX_HOLD_S, AsyncPacer, HostLimits, HostPace, limits_for,
+)
+from scrape_contracts.contract.fetch import FetchSettings
+
+
+def test_the_concurrency_is_a_number_of_slots_and_the_rate_spaces_the_starts() -> None:
+    pace = HostPace(HostLimits(concurrency=3, interval_s=0.5))
+    assert pace.delay(0.0) == 0
+    pace.start(0.0)
+    assert pace.delay(0.0) == 0.5 and pace.delay(0.2) == pytest.approx(0.3)
+    pace.start(0.5)
+    pace.start(1.0)
+    assert pace.delay(2.0) is None  # three in flight: wait for one back, however long ago the last started
+    pace.finish(2.0, 0.0, 200)
+    assert pace.delay(2.0) == 0 and pace.peak == 3
+
+
+def test_steady_answers_never_hold_a_host_back() -> None:
+    pace = HostPace(HostLimits(concurrency=4))
+    now = 0.0
+    for _ in range(200):
+        for _ in range(4):
+            pace.start(now)
+        now += 0.8
+        for _ in range(4):
+            pace.finish(now, now - 0.8, 200)
+    assert pace.slots == 4 and pace.delay(now) == 0
+
+
+def test_a_429_with_retry_after_holds_the_whole_host_and_halves_its_window() -> None:
+    pace = HostPace(HostLimits(concurrency=4))
+    for _ in range(4):
+        pace.start(0.0)
+    pace.finish(0.1, 0.0, 429, retry_after_s=2.0)
+    assert pace.slots == 2 and pace.delay(0.1) is None  # three still in flight, two slots now
+    pace.finish(0.2, 0.0, 200)
+    pace.finish(0.2, 0.0, 200)
+    assert pace.delay(0.2) == pytest.approx(1.9)  # a slot is free, but the host asked for two seconds
+    assert pace.delay(2.1) == 0
+
+
+def test_a_503_costs_a_slot_repeated_ones_halve_the_window_once_per_round_trip_and_answers_grow_it_back() -> None:
+    pace = HostPace(HostLimits(concurrency=4))
+    pace.start(0.0)
+    pace.finish(0.5, 0.0, 200)  # the host's round trip: 0.5 s
+    pace.start(0.5)
+    pace.finish(1.0, 0.5, 503)  # one 503 now and then: one slot less
+    assert pace.slots == 3
+    pace.start(2.0)
+    pace.finish(2.5, 2.0, 200)
+    assert pace.slots == 3
+    pace = HostPace(HostLimits(concurrency=4))
+    pace.start(0.0)
+    pace.finish(0.5, 0.0, 200)
+    for _ in range(4):
+        pace.start(1.0)
+    for _ in range(4):  # four 503s of the same round: one cut, not four
+        pace.finish(1.5, 1.0, 503)
+    assert pace.slots == 3
+    for _ in range(3):  # the next round fails too: the host is failing, the window halves
+        pace.start(2.0)
+    for _ in range(3):
+        pace.finish(2.5, 2.0, 503)
+    assert pace.slots == 1
+    pace = HostPace(HostLimits(concurrency=4))
+    pace.start(0.0)
+    pace.finish(0.5, 0.0, 200)
+    pace.start(1.0)
+    pace.finish(1.5, 1.0, 429)  # a 429 halves at once
+    assert pace.slots == 2
+    pace.start(2.0)
+    pace.finish(2.5, 2.0, 200)
+    pace.start(2.5)
+    pace.finish(3.0, 2.5, 200)  # 2 + 1/2 + 1/2.5
+    assert pace.slots == 2 + 0 and pace.window == pytest.approx(2.9)
+    for step in range(10):
+        pace.start(3.0 + step)
+        pace.finish(3.5 + step, 3.0 + step, 200)
+    assert pace.slots == 4 and pace.window == 4.0
+
+
+def test_a_host_failing_again_and_again_is_held_longer_each_time_up_to_a_bound() -> None:
+    pace = HostPace(HostLimits(concurrency=2))
+    holds = []
+    now = 0.0
+    for _ in range(8):
+        pace.start(now)
+        pace.finish(now + 0.01, now, None)  # no answer
+        holds.append(round(pace.delay(now + 0.01) or 0.0, 3))
+        now += 10
+    assert holds[0] == 0 and holds[1] == 0.25 and holds[2] == 0.5 and max(holds) == MAX_FAILING_HOLD_S
+    pace.start(now)
+    pace.finish(now + 0.01, now, 200)
+    assert pace.failing == 0
+
+
+def test_answers_far_slower_than_the_host_s_fastest_cost_a_slot() -> None:
+    pace = HostPace(HostLimits(concurrency=4))
+    pace.start(0.0)
+    pace.finish(0.1, 0.0, 200)  # fastest 0.1 s
+    for i in range(6):  # then 2 s each: the server is struggling
+        pace.start(10.0 * i)
+        pace.finish(10.0 * i + 2.0, 10.0 * i, 200)
+    assert pace.slots < 4
+
+
+def test_crawl_delay_slows_a_host_but_never_beyond_the_bound() -> None:
+    pace = HostPace(HostLimits(concurrency=4, interval_s=0.1))
+    pace.at_least(2.0)
+    pace.at_least(0.5)  # the slower one wins
+    assert pace.interval_s == 2.0
+    pace.at_least(10_000)
+    assert pace.interval_s == MAX_HOLD_S
+
+
+def test_throttle_off_keeps_the_window_whatever_the_answers() -> None:
+    pace = HostPace(HostLimits(concurrency=4, throttle=False))
+    for _ in range(4):
+        pace.start(0.0)
+        pace.finish(0.1, 0.0, 503)
+    assert pace.slots == 4 and pace.delay(0.1) == 0
+
+
+def test_the_contract_s_fetch_settings_become_host_limits() -> None:
+    assert limits_for(FetchSettings()) == HostLimits(concurrency=4, interval_s=0.0, throttle=True)
+    assert limits_for(FetchSettings(concurrency=3, rate=2, throttle=False)) == HostLimits(3, 0.5, False)
+
+
+def test_waiting_turns_go_first_come_first_served_on_the_injected_clock() -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    async def main() -> list[tuple[str, float]]:
+        pacer = AsyncPacer(HostLimits(concurrency=2, interval_s=1.0), clock=lambda: now[0], sleep=sleep)
+        order: list[tuple[str, float]] = []
+
+        async def one(name: str) -> None:
+            ticket = await pacer.take("http://a")
+            order.append((name, now[0]))
+            pacer.give_back(ticket, 200)
+
+        await asyncio.gather(*(one(f"r{i}") for i in range(4)))
+        return order
+
+    order = asyncio.run(main())
+    assert [name for name, _ in order] == ["r0", "r1", "r2", "r3"]
+    assert [at for _, at in order] == [0.0, 1.0, 2.0, 3.0] and slept == [1.0, 1.0, 1.0]

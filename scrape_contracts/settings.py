@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -147,3 +148,21 @@ def fixture_root() -> Path | None:
 def dagster_ui_url() -> str:
     """Where people open the Dagster UI: links in notifications point there (SCRAPE_CONTRACTS_DAGSTER_URL)."""
     return os.environ.get("SCRAPE_CONTRACTS_DAGSTER_URL", "http://127.0.0.1:3000").rstrip("/")
+
+
+def provider_endpoint(environ: Mapping[str, str] | None = None) -> tuple[str, str] | str:
+    """The hosted scraping provider's base URL and API token (``SCRAPE_CONTRACTS_PROVIDER_URL``,
+    ``SCRAPE_CONTRACTS_PROVIDER_TOKEN``; docs/providers.md), or what is missing, in words for the operator.
+    The token is a secret: callers keep it out of every message, log line and event."""
+    env = os.environ if environ is None else environ
+    url = (env.get("SCRAPE_CONTRACTS_PROVIDER_URL") or "").strip().rstrip("/")
+    token = (env.get("SCRAPE_CONTRACTS_PROVIDER_TOKEN") or "").strip()
+    missing = [name for name, value in (("SCRAPE_CONTRACTS_PROVIDER_URL", url),
+                                        ("SCRAPE_CONTRACTS_PROVIDER_TOKEN", token)) if not value]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        return (f"{' and '.join(missing)} {verb} not set (set the provider's base URL and API token where "
+                "the code location and its runs execute)")
+    if not url.startswith(("http://", "https://")):
+        return "SCRAPE_CONTRACTS_PROVIDER_URL must be an http:// or https:// URL"
+    return url, token

@@ -60,6 +60,19 @@ class OutboxKind(TextEnum):
     RECOVERED = "recovered"  # accepted or unchanged again after failures; data: the streak it ended
 
 
+class ProviderJobState(TextEnum):
+    """A provider job's life (adapters/store/provider_jobs.py): submitting → submitted → done | failed;
+    submitting → indeterminate (no job id was recorded) → submitted (adopted) | abandoned (resubmitted);
+    submitting → abandoned (the submit never reached the provider)."""
+
+    SUBMITTING = "submitting"
+    SUBMITTED = "submitted"
+    DONE = "done"
+    FAILED = "failed"
+    INDETERMINATE = "indeterminate"
+    ABANDONED = "abandoned"
+
+
 class DeliveryState(TextEnum):
     PENDING = "pending"
     DELIVERED = "delivered"
@@ -290,4 +303,28 @@ pages = sa.Table(
     sa.Column("body", sa.LargeBinary, nullable=False),
     # POSIX time the page was last stored or fetched again: retention's grace period spares fresh pages
     sa.Column("stored_at", sa.Float, nullable=False),
+)
+
+# One row per job a target asked a hosted scraping provider for (docs/providers.md). The row is written as
+# ``submitting`` before the submit and gets the provider's job id before the first poll, so a run that dies
+# in between leaves a marker without a job id: the target is then indeterminate until a person reconciles it.
+# ``cost_micros``: what the provider charged, in millionths of the contract's currency (budgets sum it).
+provider_jobs = sa.Table(
+    "sc_provider_jobs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("sweep", sa.String(256), nullable=False),
+    sa.Column("state", _enum(ProviderJobState, "ck_sc_provider_jobs_state", 16), nullable=False),
+    sa.Column("job_id", sa.String(256)),
+    sa.Column("cost_micros", sa.BigInteger),
+    sa.Column("polls", sa.Integer, nullable=False, default=0, server_default="0"),
+    sa.Column("error", sa.Text),
+    sa.Column("note", sa.Text),  # who reconciled it, how and why
+    sa.Column("submitting_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_sc_provider_jobs_target", "contract", "partition", "id"),
+    sa.Index("ix_sc_provider_jobs_spend", "contract", "submitting_at"),
 )

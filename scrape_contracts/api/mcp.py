@@ -156,6 +156,48 @@ def build_server(token: str | None, *, contracts_dir: str | Path | None = None,
         body = m.ReviewBody(decision=decision, reason=reason, candidate_id=candidate_id)
         return await call(door.review, contract, partition, body, request_id())
 
+    @server.tool(description=(
+        "Decide a target paused as `indeterminate` (a submit to the hosted scraping provider may have made a "
+        "job whose id was never recorded: nothing more is submitted for it until this is decided). Needs a "
+        "write token. Give `job_id` to adopt the job the provider did run (find it by the label "
+        "<contract>/<target>; its page then goes through the contract's checks), or `resubmit: true` when "
+        "the provider has none. The target is then scraped by a queued run. `idempotency_key` is required: "
+        "the same key returns the same runs."))
+    async def reconcile(
+            contract: Annotated[m.Text, Field(max_length=m.NAME_MAX, description="contract name")],
+            partition: Annotated[m.PartitionText, Field(description="the target's key")],
+            idempotency_key: Annotated[m.Text, Field(min_length=1, max_length=256,
+                                                     description="a new unique string for each decision")],
+            job_id: Annotated[m.Text | None, Field(max_length=256,
+                                                   description="the provider's job to adopt")] = None,
+            resubmit: Annotated[bool, Field(description="the provider has no job for it")] = False,
+            reason: Annotated[m.ReasonText, Field(description="why, for the audit trail")] = "",
+    ) -> m.ReconcileResult:
+        body = m.ReconcileBody(job_id=job_id, resubmit=resubmit, reason=reason)
+        return await call(door.reconcile, contract, partition, body, idempotency_key, request_id())
+
+    @server.tool(description=(
+        "Dead letters of a contract: the targets whose last `last` runs all failed (the fetch failed, or the "
+        "checks rejected the data), grouped by reason. Replay them with replay_failures once the cause is "
+        "fixed."))
+    async def list_failures(
+            contract: Annotated[m.Text, Field(max_length=m.NAME_MAX, description="contract name")],
+            last: Annotated[int, Field(ge=1, le=1000, description="failed runs in a row")] = 3,
+    ) -> m.FailureReport:
+        return await call(door.list_failures, contract, last=last)
+
+    @server.tool(description=(
+        "Scrape a contract's dead letters (see list_failures) again, as one batch in one queued run. Needs a "
+        "write token; `idempotency_key` is required: the same key returns the same run."))
+    async def replay_failures(
+            contract: Annotated[m.Text, Field(max_length=m.NAME_MAX, description="contract name")],
+            idempotency_key: Annotated[m.Text, Field(min_length=1, max_length=256,
+                                                     description="a new unique string for each replay")],
+            last: Annotated[int, Field(ge=1, le=1000, description="failed runs in a row")] = 3,
+    ) -> m.RunLaunch:
+        return await call(door.replay_failures, contract, m.ReplayBody(last=last), idempotency_key,
+                          request_id())
+
     return server
 
 

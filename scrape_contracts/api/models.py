@@ -171,6 +171,12 @@ class ContractHealthRecord(_Record):
     paused: int
     review_backlog: int
     heal_budget_left: int
+    indeterminate: int = Field(
+        0, description="provider contracts: targets paused until a submission is reconciled")
+    provider_spend_today: float | None = Field(
+        None, description="provider contracts: what its jobs cost since 00:00 UTC")
+    budget_paused: str | None = Field(
+        None, description="why the contract is paused for its cost budget, if it is")
 
 
 class Health(_Record):
@@ -185,3 +191,50 @@ class DetailedHealth(_Record):
 
 class Problem(_Record):
     detail: str
+
+
+class ReconcileBody(_Record):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    job_id: Annotated[Text, Field(min_length=1, max_length=256)] | None = Field(
+        None, description="the provider's job for this target, to adopt (its dashboard lists it by the label "
+                          "<contract>/<target>)")
+    resubmit: bool = Field(False, description="the provider has no job for it: the next scrape submits anew")
+    reason: ReasonText = Field("", description="why, for the audit trail")
+
+
+class ReconcileResult(_Record):
+    contract: str
+    key: str
+    action: Literal["adopted", "resubmit"]
+    job_id: str | None = Field(description="the adopted job")
+    reconcile_run_id: str = Field(description="the run of reconcile_job that recorded the decision")
+    scrape: LaunchedRun = Field(description="the run that scrapes the target now (queued)")
+    idempotency_key: str
+    replayed: bool
+
+
+class DeadLetterRecord(_Record):
+    key: str
+    url: str
+    streak: int = Field(description="failed runs in a row")
+    reason: str = Field(description="its latest failure, as recorded")
+    paused: str | None = Field(description="why it is paused, if it is (a replay skips it)")
+
+
+class FailureGroupRecord(_Record):
+    reason: str = Field(description="what the targets of the group have in common (their own URL left out)")
+    kind: Literal["fetch", "rejected", "other"]
+    count: int
+    targets: list[DeadLetterRecord]
+
+
+class FailureReport(_Record):
+    contract: str
+    last: int = Field(description="a target is listed when its last `last` runs failed")
+    targets: int
+    groups: list[FailureGroupRecord]
+
+
+class ReplayBody(_Record):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    last: int = Field(3, ge=1, le=1000, description="replay the targets whose last `last` runs failed")

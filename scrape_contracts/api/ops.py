@@ -21,13 +21,14 @@ import sqlalchemy as sa
 
 from scrape_contracts import settings
 from scrape_contracts.defs import launching as launch
-from scrape_contracts.adapters.schema import TextEnum
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract, load_contracts
 from scrape_contracts.contract.targets import without_userinfo
 from scrape_contracts.api import models as m
 from scrape_contracts.api.audit import AuditTrail
 from scrape_contracts.api.idempotency import IdempotencyKeys, KeyUse, request_hash
+from scrape_contracts.api.recovery import RecoveryOps
+from scrape_contracts.api.refusals import Refusal, Refused
 from scrape_contracts.api.tokens import Principal, TokenStore, normal_owner
 from scrape_contracts.api.trail import Cursor, HighWater, read_events
 
@@ -37,28 +38,11 @@ log = logging.getLogger("scrape_contracts.api")
 SUBMITTED = "SUBMITTED"
 
 
-class Refusal(TextEnum):
-    UNAUTHENTICATED = "unauthenticated"
-    FORBIDDEN = "forbidden"
-    NOT_FOUND = "not_found"
-    CONFLICT = "conflict"
-    INVALID = "invalid"
-    UNAVAILABLE = "unavailable"
-
-
-class Refused(Exception):
-    """A request the front door will not carry out; the message says why and never contains a token."""
-
-    def __init__(self, kind: Refusal, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
 def owns(principal: Principal, loaded: LoadedContract) -> bool:
     return principal.owner in {normal_owner(o) for o in loaded.contract.owners}
 
 
-class FrontDoor:
+class FrontDoor(RecoveryOps):
     def __init__(self, *, contracts_dir: str | Path | None = None, db_url: str | None = None,
                  instance: dg.DagsterInstance | None = None, workspace: str | Path | None = None) -> None:
         self.contracts_dir = Path(contracts_dir).resolve() if contracts_dir else None

@@ -145,6 +145,33 @@ def create_app(*, contracts_dir: str | Path | None = None, front_door: FrontDoor
         return door.set_paused(who, name, key, paused=False, reason=(body or m.StateBody()).reason,
                                request_id=rid(request))
 
+    @app.post("/contracts/{name}/targets/{key}/reconcile", response_model=m.ReconcileResult, status_code=202,
+              responses=WRITE_ERRORS, tags=["targets"],
+              summary="Decide an indeterminate provider submission (adopt its job, or resubmit), then scrape "
+                      "the target, idempotently")
+    def reconcile(request: Request, name: Name, key: Key, who: Who, body: m.ReconcileBody,
+                  idempotency_key: Annotated[m.Text, Header(min_length=1, max_length=256, description=(
+                      "the same key (per contract) returns the same decision and scrape run"))],
+                  ) -> m.ReconcileResult:
+        return door.reconcile(who, name, key, body, idempotency_key, rid(request))
+
+    @app.get("/contracts/{name}/failures", response_model=m.FailureReport, responses=ERRORS, tags=["targets"],
+             summary="Dead letters: the targets whose last runs failed, grouped by reason")
+    def list_failures(name: Name, who: Who,
+                      last: Annotated[int, Query(ge=1, le=1000, description="failed runs in a row")] = 3
+                      ) -> m.FailureReport:
+        return door.list_failures(who, name, last=last)
+
+    @app.post("/contracts/{name}/failures/replay", response_model=m.RunLaunch, status_code=202,
+              responses=WRITE_ERRORS, tags=["targets"],
+              summary="Scrape the dead letters again as one batch (a run of the contract's failures job), "
+                      "idempotently")
+    def replay_failures(request: Request, name: Name, who: Who,
+                        idempotency_key: Annotated[m.Text, Header(min_length=1, max_length=256, description=(
+                            "the same key (per contract) returns the same run"))],
+                        body: Annotated[m.ReplayBody | None, Body()] = None) -> m.RunLaunch:
+        return door.replay_failures(who, name, body or m.ReplayBody(), idempotency_key, rid(request))
+
     @app.post("/reviews/{name}/{partition}", response_model=m.ReviewResult, responses=WRITE_ERRORS,
               tags=["reviews"], summary="Accept or reject a quarantined candidate; the token's principal is the "
                                         "reviewer")

@@ -14,13 +14,13 @@ from scrape_contracts.cli.common import CliError, Parser, close_instances
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from scrape_contracts.cli import deliveries, export, project, review, runs, serve
+    from scrape_contracts.cli import deliveries, export, project, recovery, review, runs, serve
 
     parser = Parser(prog="scrape-contracts", description=__doc__)
     parser.add_argument("--contracts-dir", default=None,
                         help="folder of contract YAML files (default: $SCRAPE_CONTRACTS_DIR or ./contracts)")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (project, runs, review, deliveries, export, serve):
+    for group in (project, runs, review, recovery, deliveries, export, serve):
         group.register(sub)
     return parser
 

@@ -1,4 +1,5 @@
-"""``fetch:``: how a contract's pages are fetched (fixture files, HTTP, or a browser that renders them)."""
+"""``fetch:``: how a contract's pages are fetched (fixture files, HTTP, a browser that renders them, or a
+hosted scraping provider's job API)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,30 @@ def _css_problem(setting: str, value: str) -> str:
     return value
 
 
+class ProviderBudget(Strict):
+    """``fetch.provider.budget``: what the contract may spend on provider jobs before it pauses."""
+
+    amount: float = Field(gt=0, le=1_000_000, description="Most the jobs may cost in one period.")
+    per: Literal["day", "sweep"] = Field(
+        "day", description="day: a UTC calendar day; sweep: one launch of the contract's targets (a schedule "
+                           "tick, `scrape-contracts run`, an API launch, a backfill).")
+    currency: str = Field("USD", min_length=1, max_length=8,
+                          description="Only shown: the provider's own currency.")
+
+
+class ProviderSettings(Strict):
+    """``fetch.provider``: how the provider adapter waits for its jobs (docs/providers.md). The provider's URL
+    and token come from the environment (SCRAPE_CONTRACTS_PROVIDER_URL, SCRAPE_CONTRACTS_PROVIDER_TOKEN)."""
+
+    poll_interval_s: float = Field(1.0, gt=0, le=300, description="First wait between two polls of a job.")
+    max_poll_interval_s: float = Field(
+        30.0, gt=0, le=3600,
+        description="The wait doubles after each poll up to this (or the provider's Retry-After).")
+    budget: ProviderBudget | None = Field(None, description="Spend per day or per sweep; none: no limit.")
+
+
 class FetchSettings(Strict):
-    adapter: Literal["fixture", "http", "browser"] = "http"
+    adapter: Literal["fixture", "http", "browser", "provider"] = "http"
     fixture_dir: str | None = Field(
         None, description="fixture adapter: directory (relative to the contract) holding <host>/<path> pages."
     )
@@ -102,6 +125,9 @@ class FetchSettings(Strict):
     browser: BrowserSettings | None = Field(
         None, description="browser adapter: wait conditions, click steps, the Chromium to drive."
     )
+    provider: ProviderSettings | None = Field(
+        None, description="provider adapter: polling and the cost budget (the provider fetches the pages)."
+    )
 
     @field_validator("fixture_dir")
     @classmethod
@@ -120,6 +146,12 @@ class FetchSettings(Strict):
         header_agent = next((v for k, v in self.headers.items() if k.lower() == "user-agent"), None)
         if header_agent is not None and self.user_agent is not None and header_agent != self.user_agent:
             raise ValueError("fetch.user_agent and fetch.headers.User-Agent differ; keep one of them")
+        if self.adapter == "provider" and self.headers:
+            raise ValueError("fetch.headers are not sent by the provider adapter (the provider fetches the "
+                             "page, with its own headers); remove them")
+        if self.provider is not None and self.adapter != "provider":
+            raise ValueError(f"fetch.provider is only read by the provider adapter; set `adapter: provider` "
+                             f"(now {self.adapter!r}) or remove fetch.provider")
         if self.browser is not None and self.adapter != "browser":
             raise ValueError(f"fetch.browser is only read by the browser adapter; set `adapter: browser` "
                              f"(now {self.adapter!r}) or remove fetch.browser")
@@ -137,6 +169,11 @@ class FetchSettings(Strict):
         """The User-Agent sent, and the name robots.txt groups are matched against."""
         header_agent = next((v for k, v in self.headers.items() if k.lower() == "user-agent"), None)
         return self.user_agent or header_agent or DEFAULT_USER_AGENT
+
+    @property
+    def provider_settings(self) -> ProviderSettings:
+        """``fetch.provider`` or its defaults."""
+        return self.provider or ProviderSettings()
 
     @property
     def browser_settings(self) -> BrowserSettings:

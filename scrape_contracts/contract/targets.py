@@ -88,6 +88,10 @@ def target_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], s
     names = set(fields) if isinstance(fields, dict) else None
     problems: list[tuple[tuple[str | int, ...], str]] = []
     seen: dict[str, str] = {}
+    fetch = data.get("fetch")
+    # a provider's jobs are told apart by the URL they fetch (adapters/fetch/provider): one target per URL
+    provider = isinstance(fetch, dict) and fetch.get("adapter") == "provider"
+    by_url: dict[str, str] | None = {} if provider else None
     for i, raw in enumerate(targets):
         target = {"url": raw} if isinstance(raw, str) else raw
         if not isinstance(target, dict) or not isinstance(target.get("url"), str):
@@ -102,6 +106,11 @@ def target_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], s
         if key in seen:
             problems.append((("targets", i), f"targets {seen[key]!r} and {url!r} share partition key {key!r}"))
         seen.setdefault(key, url)
+        if by_url is not None and url in by_url and by_url[url] != key:
+            problems.append((("targets", i), f"targets {by_url[url]!r} and {key!r} share the URL {url!r}: "
+                                             "with the provider adapter each target needs a URL of its own"))
+        if by_url is not None:
+            by_url.setdefault(url, key)
     return problems
 
 

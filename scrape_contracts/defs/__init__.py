@@ -51,10 +51,12 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
     from scrape_contracts.defs.batch import build_batch_job
     from scrape_contracts.defs.checks import build_contract_checks
     from scrape_contracts.defs.discovery import build_discovery_defs
+    from scrape_contracts.defs.failures import build_failures_job
     from scrape_contracts.defs.freshness import build_freshness_check, build_freshness_defs
     from scrape_contracts.defs.health import build_health_asset, health_schedule
     from scrape_contracts.defs.jobs import build_scrape_job
     from scrape_contracts.defs.load_report import build_load_report, require_a_contract
+    from scrape_contracts.defs.reconcile import build_reconcile_job
     from scrape_contracts.defs.io_managers import default_resources
     from scrape_contracts.defs.retention import retention_job, retention_schedule
     from scrape_contracts.defs.schedules import build_canary_schedules, build_schedule
@@ -74,7 +76,7 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
         built = build_contract_assets(item, group_name=group_name)
         assets += [built.candidate, built.accepted]
         checks += build_contract_checks(item)
-        jobs += [build_scrape_job(item.contract), build_batch_job(item)]
+        jobs += [build_scrape_job(item.contract), build_batch_job(item), build_failures_job(item)]
         schedule = build_schedule(item)
         if schedule is not None:
             schedules.append(schedule)
@@ -92,6 +94,7 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
     freshness_sensors, freshness_jobs = build_freshness_defs(result)
     sensors += freshness_sensors
     extra_jobs += freshness_jobs
+    extra_jobs.append(build_reconcile_job(result))
     return dg.Definitions(
         assets=assets, asset_checks=checks, jobs=jobs + extra_jobs + [retention_job],
         schedules=schedules + [retention_schedule], sensors=sensors,

@@ -11,13 +11,14 @@ import dagster as dg
 from scrape_contracts.adapters.store import Candidate, LeaseLost, StoreError
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.model import Contract
+from scrape_contracts.defs import provider
 from scrape_contracts.defs.leases import lease_failures, run_ended, target_lease
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.names import accepted_key, candidate_key, review_command, scrape_pool, targets_key
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.engine.lists import RECORD_KEY, set_records
-from scrape_contracts.service import gate, single
+from scrape_contracts.service import gate, scrape, single
 from scrape_contracts.service.records import (
     Emit, Recorded, ScrapeResult, Stage,
 )
@@ -106,14 +107,23 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
         partition = context.partition_key
         # a forced run (run tag scrape_contracts/force=true, `scrape-contracts run --force`): no validators
         force = context.run.tags.get("scrape_contracts/force") == "true"
+        project_store = store.get()
+        # a provider contract's jobs are kept in the project store (adapters/fetch/provider)
+        jobs = provider.job_book(loaded, project_store, context.run,
+                                 {partition: scrape.target_url(loaded, project_store, partition)})
         with lease_failures(emit):
             try:
                 scraped = single.scrape_target(
-                    loaded, partition, store=store.get(), artifacts=artifacts.get(),
-                    fetcher=lambda: fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir),
+                    loaded, partition, store=project_store, artifacts=artifacts.get(),
+                    fetcher=lambda: fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir,
+                                                jobs=jobs),
                     run_id=context.run.run_id, emit=emit, force=force, ended=run_ended(context.instance))
             except single.FetchFailed as failed:
                 exc = failed.error
+                if exc.kind == "budget_spent":  # the contract's budget, not the target, stopped it
+                    context.log_event(provider.budget_observation(name, str(exc).split(" refused: ", 1)[-1]))
+                if failed.pause_reason is not None:  # an indeterminate submission paused it
+                    context.log_event(target_state_observation(name, partition, failed.pause_reason))
                 raise dg.Failure(description=str(exc), allow_retries=False, metadata={
                     "url": failed.url, "kind": exc.kind, "transient": exc.transient}) from None
         result, recorded = scraped.result, scraped.recorded
@@ -205,6 +215,7 @@ def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, An
         "selector_version": result.selector_version or 0,
         "page_sha256": result.page_sha256 or "",
         "healed": result.heal.healed,
+        **provider.job_metadata(result.fetched.attempts),
         **selector_change_metadata(result.heal.as_dict()),
         **set_metadata(result.summary),
     }

@@ -25,6 +25,7 @@ from pydantic import Field
 from scrape_contracts import settings
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.adapters.store import REVIEW_PAUSE
+from scrape_contracts.defs import provider
 from scrape_contracts.defs.assets import accepted_metadata, stage_description, target_state_observation
 from scrape_contracts.defs.names import (
     FORCE_TAG, accepted_key, batch_job_name, candidate_key, review_command, scrape_pool,
@@ -80,10 +81,14 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
             "stages": dg.MetadataValue.json(bounded(_story(outcome)))},
             description=stage_description(Stage.LEASE_LOST.value, {"reason": outcome.refusal.message}))]
     if outcome.failure is not None:
-        return [], [dg.AssetObservation(asset_key=key, partition=partition, metadata={
+        failed = [dg.AssetObservation(asset_key=key, partition=partition, metadata={
             "stage": Stage.FETCH_FAILED.value, "error": outcome.failure.message, "kind": outcome.failure.kind,
             "url": outcome.url, "stages": dg.MetadataValue.json(bounded(_story(outcome)))},
             description=stage_description(Stage.FETCH_FAILED.value, {"error": outcome.failure.message}))]
+        if outcome.failure.kind == "indeterminate":  # the provider adapter paused it: said on the data too
+            reason = outcome.failure.message.split(" refused: ", 1)[-1]
+            failed.append(target_state_observation(name, partition, reason))
+        return [], failed
     result, recorded = outcome.result, outcome.recorded
     assert result is not None and recorded is not None
     violations = [v.as_dict() for v in result.violations]
@@ -148,80 +153,98 @@ def hold_connections(instance: dg.DagsterInstance) -> None:
         _HOLDING.add(instance)
 
 
-def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
+def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, config: BatchConfig,
+                   store: ProjectStoreResource, artifacts: PageStoreResource, fetcher: FetchResource
+                   ) -> Iterator[Any]:
+    """The events of one batch of ``loaded``'s targets: what the batch op yields (the dead letters' replay
+    too)."""
     contract = loaded.contract
     name = contract.name
     partitions_def = partitions_for(contract)
     checks = contract_check_names(loaded)
+    hold_connections(context.instance)
+    project_store = store.get()
+    # paused, gone from their source (discover:), or unchanged since their sitemap lastmod
+    forced = config.force or context.run.tags.get(FORCE_TAG) == "true"
+    paused = project_store.skipped_partitions(name, unchanged=contract.skips_unchanged and not forced)
+    keys = list(config.partitions) or \
+        partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
+    urls = target_urls(loaded, project_store)
+    targets, skipped = [], []
+    spent = provider.budget_pause(loaded, project_store, context.run)
+    if spent:  # paused for its cost budget: nothing is submitted, each target says why it was skipped
+        context.log.warning(f"{name} is paused: {spent}")
+        yield provider.budget_observation(name, spent)
+    for key in keys:
+        if spent:
+            skipped.append({"partition": key, "reason": f"contract paused: {spent}"})
+        elif key in paused:
+            skipped.append({"partition": key, "reason": paused[key]})
+        elif key not in urls:
+            skipped.append({"partition": key, "reason": f"{name} has no target {key!r}"})
+        else:
+            targets.append(BatchTarget(key, urls[key]))
+    runner = BatchRunner(
+        loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
+        force=forced, reextract=config.reextract,
+        settings=BatchSettings(max_connections=settings.max_connections(),
+                               parse_workers=settings.parse_workers()),
+        ended=run_ended(context.instance),
+        jobs=provider.job_book(loaded, project_store, context.run, {t.partition: t.url for t in targets}),
+    )
+    failed_before = project_store.failed_checks(name, [t.partition for t in targets])
+    context.log.info(f"scraping {len(targets)} target(s) of {name} ({len(skipped)} skipped)")
+    unchanged: list[str] = []
+    failures: list[dict[str, str]] = []
+    refused: list[str] = []
+    last_progress = time.monotonic()
+    for chunk in runner.run(targets):
+        materialisations: list[Any] = []
+        for outcome in chunk:
+            mats, others = _target_events(loaded, outcome, checks, failed_before)
+            materialisations += mats
+            yield from aimed_at_latest(context.instance, others)
+            if outcome.recorded is not None and outcome.recorded.status == "unchanged":
+                unchanged.append(outcome.partition)
+            if outcome.failure is not None:
+                failures.append({"partition": outcome.partition, "reason": outcome.failure.message})
+            if outcome.refusal is not None:  # busy elsewhere, or taken over: not recorded by this run
+                skipped.append({"partition": outcome.partition, "reason": outcome.refusal.message})
+                refused.append(outcome.refusal.message)
+        yield from materialisations
+        stats = runner.stats
+        # each line is an event in the run's log (10 ms or so): one a second says as much as one a chunk
+        if time.monotonic() - last_progress >= _PROGRESS_EVERY_S or stats.total == len(targets):
+            last_progress = time.monotonic()
+            context.log.info(f"{stats.total}/{len(targets)} targets done ({stats.pages_per_second:.1f}/s): "
+                             + ", ".join(f"{k} {v}" for k, v in sorted(stats.counts.items())))
+    stats, summary = runner.stats, runner.summary()
+    if summary.targets_failed:
+        context.log.warning(summary.line())  # each cause once, however many targets it failed
+    if refused:  # one line, not one per target: each line is an event in the run's log
+        context.log.warning(f"{len(refused)} target(s) not scraped by this run (see the batch summary's "
+                            f"skipped), e.g. {refused[0]}")
+    yield dg.AssetObservation(asset_key=candidate_key(name), metadata={
+        "stage": Stage.BATCH_SUMMARY.value, "targets": len(targets), "seconds": round(stats.seconds, 3),
+        "pages_per_second": round(stats.pages_per_second, 1),
+        "outcomes": dg.MetadataValue.json(dict(stats.counts)),
+        "unchanged": dg.MetadataValue.json(unchanged),
+        "failures": dg.MetadataValue.json(failures),
+        "failed": summary.failed, "targets_failed": summary.targets_failed,
+        "failure_causes": dg.MetadataValue.json([c.as_dict() for c in summary.causes]),
+        "skipped": dg.MetadataValue.json(skipped),
+        **provider.spend_metadata(loaded, project_store, context.run.run_id),
+    })
+
+
+def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
+    name = loaded.contract.name
 
     @dg.op(name=f"{name}_scrape_batch", out={}, tags={"scrape_contracts/contract": name}, pool=scrape_pool(name))
     def scrape_batch(context: dg.OpExecutionContext, config: BatchConfig, store: ProjectStoreResource,
                      artifacts: PageStoreResource, fetcher: FetchResource) -> Iterator[Any]:
         """Scrape many targets at once; each target's outcome is recorded on its own partition."""
-        hold_connections(context.instance)
-        project_store = store.get()
-        # paused, gone from their source (discover:), or unchanged since their sitemap lastmod
-        forced = config.force or context.run.tags.get(FORCE_TAG) == "true"
-        paused = project_store.skipped_partitions(name, unchanged=contract.skips_unchanged and not forced)
-        keys = list(config.partitions) or partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
-        urls = target_urls(loaded, project_store)
-        targets, skipped = [], []
-        for key in keys:
-            if key in paused:
-                skipped.append({"partition": key, "reason": paused[key]})
-            elif key not in urls:
-                skipped.append({"partition": key, "reason": f"{name} has no target {key!r}"})
-            else:
-                targets.append(BatchTarget(key, urls[key]))
-        runner = BatchRunner(
-            loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
-            force=forced, reextract=config.reextract,
-            settings=BatchSettings(max_connections=settings.max_connections(),
-                                   parse_workers=settings.parse_workers()),
-            ended=run_ended(context.instance),
-        )
-        failed_before = project_store.failed_checks(name, [t.partition for t in targets])
-        context.log.info(f"scraping {len(targets)} target(s) of {name} ({len(skipped)} skipped)")
-        unchanged: list[str] = []
-        failures: list[dict[str, str]] = []
-        refused: list[str] = []
-        last_progress = time.monotonic()
-        for chunk in runner.run(targets):
-            materialisations: list[Any] = []
-            for outcome in chunk:
-                mats, others = _target_events(loaded, outcome, checks, failed_before)
-                materialisations += mats
-                yield from aimed_at_latest(context.instance, others)
-                if outcome.recorded is not None and outcome.recorded.status == "unchanged":
-                    unchanged.append(outcome.partition)
-                if outcome.failure is not None:
-                    failures.append({"partition": outcome.partition, "reason": outcome.failure.message})
-                if outcome.refusal is not None:  # busy elsewhere, or taken over: not recorded by this run
-                    skipped.append({"partition": outcome.partition, "reason": outcome.refusal.message})
-                    refused.append(outcome.refusal.message)
-            yield from materialisations
-            stats = runner.stats
-            # each line is an event in the run's log (10 ms or so): one a second says as much as one a chunk
-            if time.monotonic() - last_progress >= _PROGRESS_EVERY_S or stats.total == len(targets):
-                last_progress = time.monotonic()
-                context.log.info(f"{stats.total}/{len(targets)} targets done ({stats.pages_per_second:.1f}/s): "
-                                 + ", ".join(f"{k} {v}" for k, v in sorted(stats.counts.items())))
-        stats, summary = runner.stats, runner.summary()
-        if summary.targets_failed:
-            context.log.warning(summary.line())  # each cause once, however many targets it failed
-        if refused:  # one line, not one per target: each line is an event in the run's log
-            context.log.warning(f"{len(refused)} target(s) not scraped by this run (see the batch summary's "
-                                f"skipped), e.g. {refused[0]}")
-        yield dg.AssetObservation(asset_key=candidate_key(name), metadata={
-            "stage": Stage.BATCH_SUMMARY.value, "targets": len(targets), "seconds": round(stats.seconds, 3),
-            "pages_per_second": round(stats.pages_per_second, 1),
-            "outcomes": dg.MetadataValue.json(dict(stats.counts)),
-            "unchanged": dg.MetadataValue.json(unchanged),
-            "failures": dg.MetadataValue.json(failures),
-            "failed": summary.failed, "targets_failed": summary.targets_failed,
-            "failure_causes": dg.MetadataValue.json([c.as_dict() for c in summary.causes]),
-            "skipped": dg.MetadataValue.json(skipped),
-        })
+        yield from scrape_targets(context, loaded, config, store, artifacts, fetcher)
 
     @dg.job(name=batch_job_name(name), executor_def=dg.in_process_executor, logger_defs=_QUIET_CONSOLE,
             config=_QUIET_CONFIG,

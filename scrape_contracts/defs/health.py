@@ -8,7 +8,8 @@ from scrape_contracts.service.health import contract_health
 
 HEALTH_KEY = dg.AssetKey(["scrape", "_health"])
 _COLUMNS = ("contract", "targets", "last_success", "age_s", "failing_targets", "longest_failure_streak",
-            "paused", "review_backlog", "heal_budget_left")
+            "paused", "review_backlog", "heal_budget_left", "indeterminate", "provider_spend_today",
+            "budget_paused")
 
 
 def build_health_asset(result: LoadResult, *, group_name: str | None = None) -> dg.AssetsDefinition:
@@ -16,7 +17,8 @@ def build_health_asset(result: LoadResult, *, group_name: str | None = None) -> 
 
     @dg.asset(key=HEALTH_KEY, group_name=group_name or "_health",
               description="Per contract: last success and its age, failing targets and the longest failure "
-                          "streak, paused targets, review backlog, heal budget left. Materialise it (or "
+                          "streak, paused targets, review backlog, heal budget left, indeterminate provider "
+                          "submissions, provider spend today and a budget pause. Materialise it (or "
                           "schedule it) to refresh.")
     def health(store: ProjectStoreResource) -> dg.MaterializeResult:
         rows = contract_health(store.get(), contracts)
@@ -26,7 +28,8 @@ def build_health_asset(result: LoadResult, *, group_name: str | None = None) -> 
             "contracts": dg.MetadataValue.md("\n".join(table)),
             "summary": dg.MetadataValue.json([r.as_dict() for r in rows]),
             "paused": sum(r.paused for r in rows), "review_backlog": sum(r.review_backlog for r in rows),
-            "failing_targets": sum(r.failing_targets for r in rows)})
+            "failing_targets": sum(r.failing_targets for r in rows),
+            "indeterminate": sum(r.indeterminate for r in rows)})
 
     return health
 

@@ -66,3 +66,17 @@ def review_command(contract: str, partition: str) -> str:
     """What a reviewer runs for this target (the same decision is review_job in the Launchpad)."""
     return (f"scrape-contracts review accept|reject {contract} {partition} --reviewer NAME --reason WHY "
             "(or review_job in the Launchpad)")
+
+
+# records a person's decision on an indeterminate provider submission (defs/reconcile.py)
+RECONCILE_JOB = "reconcile_job"
+
+
+def failures_job_name(contract: str) -> str:
+    """A contract's dead letters: the targets whose last runs failed, and their replay (defs/failures.py)."""
+    return f"scrape_{contract}_failures_job"
+
+
+def reconcile_command(contract: str, partition: str) -> str:
+    return (f"scrape-contracts reconcile {contract} {partition} --job-id ID (or --resubmit) --by NAME "
+            "--reason WHY (or reconcile_job in the Launchpad)")

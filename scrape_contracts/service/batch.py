@@ -101,7 +101,7 @@ class BatchStats:
 class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: PageStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
-                 reextract: bool = False, ended: leases.Ended | None = None) -> None:
+                 reextract: bool = False, ended: leases.Ended | None = None, jobs: Any = None) -> None:
         self.loaded = loaded
         self.contract = loaded.contract
         self.store = store
@@ -111,6 +111,7 @@ class BatchRunner:
         self.settings = settings
         self.force = force
         self.reextract = reextract  # work on each target's last fetched page instead of fetching
+        self.jobs = jobs  # the provider adapter's job book (adapters/fetch/provider), for the fetcher
         self.stats = BatchStats()
         self.failures: list[FetchFailure] = []
         self.leases = BatchLeases(store, self.contract.name, run_id, leases.duration_for(fetch_settings), ended)
@@ -167,7 +168,7 @@ class BatchRunner:
         fetch_job = FetchJob(count, self.loaded, self.fetch_settings, self.artifacts.location, tuple(targets),
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
-                             self._selectors, self._connections(targets), count, self.force, pages)
+                             self._selectors, self._connections(targets), count, self.force, pages, self.jobs)
         start(fetch_main, (fetch_job, fetched, results, owner))
         if owner is not None:
             owner.close()  # the workers have their copies; this process keeps only the write end

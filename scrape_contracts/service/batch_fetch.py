@@ -50,6 +50,7 @@ class FetchJob:
     parsers: int  # parse workers to tell when the pages end
     force: bool = False
     stored_pages: dict[str, str] | None = None  # re-extraction: partition → sha256 of its last fetched page
+    jobs: Any = None  # the provider adapter's job book (picklable: it opens the store in this process)
 
 
 def fetch_main(job: FetchJob, pages: Any, results: Any, owner: Any = None) -> None:
@@ -84,7 +85,7 @@ class Fetching:
             artifacts = open_pages(job.pages)
             return ArtifactFetcher(artifacts, job.stored_pages, {t.partition: t.url for t in job.targets}), True
         fetcher = async_fetcher_for(job.fetch_settings, loaded.base_dir, max_connections=job.max_connections,
-                                    pacer=pacer)
+                                    pacer=pacer, jobs=job.jobs)
         paced = isinstance(fetcher, AsyncHttpFetcher) or job.fetch_settings.adapter == "fixture"
         if loaded.contract.is_list:  # every page of a target, found with the item selector in force
             from scrape_contracts.adapters.fetch.paging import paged

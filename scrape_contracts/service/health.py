@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from scrape_contracts.adapters.store import REVIEW_PAUSE, ProjectStore
+from scrape_contracts.adapters.store import INDETERMINATE_PAUSE, REVIEW_PAUSE, Budget, ProjectStore, day_start
 from scrape_contracts.contract.loader import LoadedContract
 
 
@@ -21,6 +21,10 @@ class ContractHealth:
     paused: int
     review_backlog: int  # quarantined candidates waiting for a decision
     heal_budget_left: int  # heal attempts left over all targets
+    # provider contracts: targets paused because a submission may have made a job nobody recorded
+    indeterminate: int = 0
+    provider_spend_today: float | None = None  # what its provider jobs cost since 00:00 UTC
+    budget_paused: str | None = None  # the contract is paused for its cost budget: why
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -49,9 +53,25 @@ def contract_health(store: ProjectStore, loaded: Sequence[LoadedContract],
                                if s.paused and (s.pause_reason or "").startswith(REVIEW_PAUSE)),
             heal_budget_left=sum(max(0, budget - states[k].heal_attempts) if k in states else budget
                                  for k in keys),
+            **_provider_health(store, item, states, now),
         ))
     return found
 
 
 def _utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value
+
+
+def _provider_health(store: ProjectStore, item: LoadedContract, states: dict, now: dt.datetime) -> dict:
+    fetch = item.contract.fetch
+    if fetch.adapter != "provider":
+        return {}
+    name = item.contract.name
+    spent = store.provider_spend(name, since=day_start(now))
+    paused = None
+    if fetch.provider_settings.budget is not None and fetch.provider_settings.budget.per == "day":
+        budget = fetch.provider_settings.budget
+        paused = store.budget_left(name, Budget(budget.amount, budget.per, budget.currency))[1]
+    return {"indeterminate": sum(1 for s in states.values()
+                                 if s.paused and (s.pause_reason or "").startswith(INDETERMINATE_PAUSE)),
+            "provider_spend_today": spent.total, "budget_paused": paused}

@@ -43,6 +43,7 @@ class Stage(str, Enum):
     REVIEWED = "reviewed"
     REVIEW_ANNOUNCED = "review_announced"
     RESUMED = "resumed"
+    RECONCILED = "reconciled"  # a person decided an indeterminate provider submission (adopt, or resubmit)
     BATCH_SUMMARY = "batch_summary"
     BUSY = "busy"  # another run holds the target's lease: nothing was scraped here
     LEASE_LOST = "lease_lost"  # the lease expired or was taken over: nothing of this run was recorded

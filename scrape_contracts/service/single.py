@@ -33,12 +33,14 @@ class Scraped:
 
 
 class FetchFailed(Exception):
-    """The page could not be fetched (the attempts are on ``error``); the failure is recorded."""
+    """The page could not be fetched (the attempts are on ``error``); the failure is recorded.
+    ``pause_reason``: the fetch paused the target (a provider submission found indeterminate)."""
 
-    def __init__(self, error: FetchError, url: str) -> None:
+    def __init__(self, error: FetchError, url: str, pause_reason: str | None = None) -> None:
         super().__init__(str(error))
         self.error = error
         self.url = url
+        self.pause_reason = pause_reason
 
 
 def scrape_target(loaded: LoadedContract, partition: str, *, store: ProjectStore, artifacts: PageStore,
@@ -63,9 +65,14 @@ def scrape_target(loaded: LoadedContract, partition: str, *, store: ProjectStore
         except FetchError as exc:
             emit(Stage.FETCH_FAILED, {"url": redact_url(url), "error": str(exc), "kind": exc.kind,
                                       "attempts": [dict(a) for a in exc.attempts]})
-            fenced.record_failures(name, [(partition, str(exc))])
+            if exc.kind != "budget_spent":  # the contract's cost budget stopped it, not the target
+                fenced.record_failures(name, [(partition, str(exc))])
+            paused = None
+            if exc.kind == "indeterminate":  # the provider adapter paused it with the reason
+                paused = store.state(name, partition).pause_reason
+                emit(Stage.PAUSED, {"reason": paused, "cause": "indeterminate"})
             keeper.release([lease.key])
-            raise FetchFailed(exc, redact_url(url)) from None
+            raise FetchFailed(exc, redact_url(url), paused) from None
         # the last accepted version is read once, here: every later stage compares against the same snapshot
         previous = scrape.previous_of(store, name, partition)
         fetched = scrape.observe_page(loaded, partition, url, page, previous, artifacts, emit, force=force)

@@ -19,6 +19,7 @@ from scrape_contracts.adapters.fetch.urls import redact_url
 from scrape_contracts.contract.paths import confined_problem
 
 if TYPE_CHECKING:
+    from scrape_contracts.adapters.fetch.provider import JobBook, ProviderFetcher
     from scrape_contracts.contract.fetch import FetchSettings
 
 
@@ -62,8 +63,11 @@ class InlineAsyncFetcher(AsyncClosesOnExit):
 
 def _adapter_for(
     settings: FetchSettings, base_dir: Path, environ: Mapping[str, str] | None, http: Callable[..., Any],
+    jobs: JobBook | None = None,
     **options: Any,
 ) -> Any:
+    if settings.adapter == "provider":
+        return _provider_for(settings, environ, jobs)
     if settings.adapter == "fixture":
         assert settings.fixture_dir, "FetchSettings validation guarantees fixture_dir for the fixture adapter"
         # checked again here, not only at load: a symlink may have been swapped in since, and the
@@ -91,6 +95,28 @@ def _adapter_for(
         robots_agent=settings.agent if settings.robots == "obey" else None,
         **options,
     )
+
+
+def _provider_for(settings: FetchSettings, environ: Mapping[str, str] | None,
+                  jobs: JobBook | None) -> ProviderFetcher | MisconfiguredFetcher:
+    from scrape_contracts import settings as environment
+    from scrape_contracts.adapters.fetch.provider import ProviderClient, ProviderFetcher
+
+    endpoint = jobs.endpoint if jobs is not None and jobs.endpoint is not None and environ is None else \
+        environment.provider_endpoint(environ)
+    if isinstance(endpoint, str):
+        return MisconfiguredFetcher(f"the provider adapter cannot reach a provider: {endpoint}")
+    if jobs is None:
+        # without the store a job id could not be recorded before polling: a crash would lose the job
+        return MisconfiguredFetcher("the provider adapter records its jobs in the project store, and this "
+                                    "caller gave it none (run the contract's scrape or batch job)")
+    url, token = endpoint
+    options = settings.provider_settings
+    return ProviderFetcher(ProviderClient(url, token, timeout_s=settings.timeout_s), jobs,
+                           deadline_s=settings.deadline_s, retries=settings.retries,
+                           poll_interval_s=options.poll_interval_s,
+                           max_poll_interval_s=options.max_poll_interval_s,
+                           max_bytes=settings.max_bytes)
 
 
 def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, sync: bool,
@@ -162,6 +188,7 @@ class AsyncRobotsChecked(AsyncClosesOnExit):
 def fetcher_for(
     settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None,
     keep_body: bool = False,
+    jobs: JobBook | None = None,
 ) -> Fetcher:
     """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder,
     and must stay inside the folders ``contract.paths`` allows (a fetcher whose ``fetch`` raises FetchError
@@ -171,11 +198,12 @@ def fetcher_for(
     ``os.environ``), so secrets stay out of the loaded contract and a rotated secret is picked up by the
     next run. An unset or empty variable gives a fetcher whose ``fetch`` raises FetchError
     'invalid_config' naming the header and the variable. ``keep_body``: each HTTP ``Page`` also holds the
-    body's bytes (``Page.body``; fixture pages always do).
+    body's bytes (``Page.body``; fixture pages always do). ``jobs``: where the provider adapter records its
+    jobs (``adapters.fetch.provider.JobBook``); the other adapters ignore it.
     """
     http = functools.partial(HttpFetcher, pacer=SyncPacer(limits_for(settings)))
     options = {"keep_body": True} if keep_body else {}
-    return _adapter_for(settings, base_dir, environ, http, **options)
+    return _adapter_for(settings, base_dir, environ, http, jobs, **options)
 
 
 def async_fetcher_for(
@@ -185,6 +213,7 @@ def async_fetcher_for(
     environ: Mapping[str, str] | None = None,
     max_connections: int = 100,
     pacer: AsyncPacer | None = None,
+    jobs: JobBook | None = None,
 ) -> AsyncFetcher:
     """``fetcher_for`` for a batch: ``await fetcher.fetch(url, etag=, last_modified=)`` from many tasks,
     then ``await fetcher.aclose()`` (or ``async with``). ``max_connections`` is the HTTP pool size (the
@@ -194,6 +223,13 @@ def async_fetcher_for(
     if settings.adapter == "browser":
         # one browser per calling process; max_connections bounds its pages as it bounds HTTP connections
         return _browser_for(settings, environ, sync=False, max_pages=max_connections)
+    if settings.adapter == "provider":
+        from scrape_contracts.adapters.fetch.provider import AsyncProviderFetcher, ProviderFetcher
+
+        provider = _provider_for(settings, environ, jobs)
+        if isinstance(provider, ProviderFetcher):
+            return AsyncProviderFetcher(provider, max_connections=max_connections)
+        return InlineAsyncFetcher(provider)
     http = functools.partial(AsyncHttpFetcher, max_connections=max_connections,
                              pacer=pacer or AsyncPacer(limits_for(settings)))
     fetcher = _adapter_for(settings, base_dir, environ, http)

@@ -31,7 +31,10 @@ class FetchError(Exception):
     bad_encoding | fixture_missing | invalid_url | invalid_config | browser_missing | browser_step |
     browser_wait (a rendered page's ``wait_for`` matched nothing, or its network never went quiet: the page's
     business, not a sign that the host is down) | browser_crashed (the renderer or the browser died while
-    rendering, e.g. a script ate memory; transient).
+    rendering, e.g. a script ate memory; transient) | the provider adapter's: indeterminate (a submission may
+    have made a job that was never recorded: the target is paused for reconciliation) | budget_spent |
+    provider_unreachable | provider_timeout (a job still running at the deadline: the next run polls it) |
+    provider_job_failed | provider_job_unknown | provider (the provider refused, or answered off protocol).
     ``transient`` is True when running
     again later may succeed."""
 

@@ -9,9 +9,9 @@ process opens the store.
 ``ProjectStore`` is put together from one part per responsibility: ``recording`` (storing and recording
 candidates, quarantine), ``acceptance`` (accepting exactly once, reading accepted versions), ``review``,
 ``selectors`` (selector versions), ``state`` (partition state, dynamic targets), ``discovered`` (the source
-that found a target, gone or back), ``leases`` (one holder per target, fenced commits), ``views`` (the typed
-view of a contract's accepted records, PostgreSQL); ``engines`` holds the connection pools and ``rows`` the
-values handed out.
+that found a target, gone or back), ``leases`` (one holder per target, fenced commits), ``provider_jobs`` (a
+hosted provider's jobs, submit markers, spend), ``views`` (the typed view of a contract's accepted records,
+PostgreSQL); ``engines`` holds the connection pools and ``rows`` the values handed out.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ from scrape_contracts.adapters.store.errors import (
     StoreNotFound, StoreTooNew, StoreUnavailable, Superseded, TargetBusy, busy_message, unavailable, unreachable,
 )
 from scrape_contracts.adapters.store.leases import LeaseGrant, LeasesMixin
+from scrape_contracts.adapters.store.provider_jobs import (
+    INDETERMINATE_PAUSE, Budget, BudgetSpent, NothingToReconcile, ProviderJob, ProviderJobsMixin, Spend,
+    day_start,
+)
 from scrape_contracts.adapters.store.review import ReviewMixin
 from scrape_contracts.adapters.store.rows import (
     AcceptedVersion, Candidate, CandidateAction, Lease, NewCandidate, PartitionState, RecordedCandidate, Review,
@@ -45,7 +49,7 @@ from scrape_contracts.adapters.store.views import VIEW_SCHEMA, AcceptedViewsMixi
 
 
 class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin,
-                   DiscoveredTargetsMixin, LeasesMixin, AcceptedViewsMixin):
+                   DiscoveredTargetsMixin, LeasesMixin, ProviderJobsMixin, AcceptedViewsMixin):
     """The project store at one SQLAlchemy URL (its schema created or upgraded on first open)."""
 
 
@@ -76,6 +80,7 @@ def existing_store(url: str) -> ProjectStore:
 _engines = open_engines  # the tests' handle on the same dict
 
 __all__ = [
+    "INDETERMINATE_PAUSE", "Budget", "BudgetSpent", "NothingToReconcile", "ProviderJob", "Spend", "day_start",
     "REVIEW_PAUSE", "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction",
     "CandidateStatus", "Decision", "DiscoveryChanges", "FoundTarget", "KnownTarget", "Lease", "LeaseGrant",
     "LeaseLost", "LostLease", "NewCandidate",

@@ -14,7 +14,8 @@ from sqlalchemy.exc import IntegrityError
 
 from scrape_contracts.adapters import outbox as _outbox
 from scrape_contracts.adapters.schema import (
-    CandidateStatus, OutboxKind, candidates, partition_state, selector_versions, targets,
+    CandidateStatus, OutboxKind, candidates, outbox as outbox_table, partition_state, selector_versions,
+    targets,
 )
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.leases import check_fence
@@ -89,6 +90,20 @@ class PartitionStateMixin(Connected):
             check_fence(conn, self, {(contract, p) for p, _ in failures})
             lock_partitions(conn, {(contract, p) for p, _ in failures})
             count_streaks(conn, failed=[(contract, p, reason) for p, reason in failures], succeeded=[])
+
+    def last_failures(self, contract: str, partitions: Sequence[str]) -> dict[str, tuple[str, Any]]:
+        """partition → (reason, when) of each target's latest failed scrape, from its ``failed`` events."""
+        if not partitions:
+            return {}
+        newest = (sa.select(sa.func.max(outbox_table.c.id)).where(
+            outbox_table.c.kind == OutboxKind.FAILED, outbox_table.c.contract == contract,
+            outbox_table.c.partition.in_(list(partitions))
+        ).group_by(outbox_table.c.partition).scalar_subquery())
+        row = outbox_table.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(row.partition, row.data, row.created_at)
+                                .where(row.id.in_(newest))).all()
+        return {r.partition: (str((r.data or {}).get("reason") or "failed"), r.created_at) for r in rows}
 
     def outbox(self) -> _outbox.Outbox:
         return _outbox.Outbox(self.engine)

@@ -1,0 +1,71 @@
+"""The provider adapter's client against the stand-in provider (a stand-in for a hosted scraping API, which
+cannot run here), over real HTTP on 127.0.0.1: what may be retried (nothing sent) and what may not (an answer
+lost), and the stand-in as docs/providers.md starts it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from scrape_contracts.adapters.fetch.provider import NotSent, ProviderClient, ProviderError, Unanswered
+from scrape_contracts.testing.provider import StandInProvider
+from scrape_contracts_tests.fixture_site import FixtureSite
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed again on return: nothing listens there
+
+
+def test_a_submit_that_never_left_is_not_sent_and_one_whose_answer_was_lost_is_unanswered() -> None:
+    with FixtureSite() as site, StandInProvider(token="secret-token-123456") as provider:
+        site.set_page("/p/1", "<html><h1>one</h1></html>")
+        client = ProviderClient(provider.url, "secret-token-123456", timeout_s=0.5)
+        submitted = client.submit(site.url("/p/1"), "c/p1")
+        assert submitted.job_id == "job-000001" and submitted.cost == 0.01
+        status = client.status(submitted.job_id)
+        assert (status.state, status.url) == ("done", site.url("/p/1"))
+        assert client.result(submitted.job_id).body == "<html><h1>one</h1></html>"
+
+        provider.lose_submits = 1
+        with pytest.raises(Unanswered):
+            client.submit(site.url("/p/1"), "c/p1")
+        assert len(provider.jobs) == 2  # the provider made the job whose answer was lost
+        provider.stall_polls = 1
+        with pytest.raises(Unanswered):
+            client.status(submitted.job_id)
+        with pytest.raises(ProviderError) as unknown:
+            client.status("job-999999")
+        assert unknown.value.status == 404
+        with pytest.raises(NotSent):
+            ProviderClient(f"http://127.0.0.1:{_closed_port()}", "t").submit(site.url("/p/1"), "c/p1")
+        with pytest.raises(ProviderError) as refused:
+            ProviderClient(provider.url, "wrong-token").submit(site.url("/p/1"), "c/p1")
+        assert refused.value.status == 401 and "SCRAPE_CONTRACTS_PROVIDER_TOKEN" in str(refused.value)
+        assert "secret-token-123456" not in repr(client) and "wrong-token" not in str(refused.value)
+        assert len(provider.jobs) == 2  # neither of the last two made a job
+
+
+def test_the_stand_in_starts_as_the_docs_say() -> None:
+    # docs/providers.md: python -m scrape_contracts.testing.provider --port 8765 --token demo-token
+    port = _closed_port()
+    command = [sys.executable, "-m", "scrape_contracts.testing.provider", "--port", str(port),
+               "--token", "demo-token"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith(f"stand-in provider at http://127.0.0.1:{port}")
+        url = f"http://127.0.0.1:{port}/v1/jobs"
+        assert httpx.get(url, headers={"Authorization": "Bearer demo-token"}).json() == {"jobs": []}
+        assert httpx.get(url).status_code == 401
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -1,6 +1,6 @@
 """Provider jobs (issue 25): the jobs a target asked a hosted scraping provider for, and their submit markers
 
-Revision 0010_provider_jobs (after 0011_discovered_targets, merged first). A new table only: nothing existing
+Revision 0012_provider_jobs (after 0011_discovered_targets). A new table only: nothing existing
 changes, and a store without provider contracts keeps it empty.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0010_provider_jobs'
+revision = '0012_provider_jobs'
 down_revision = '0011_discovered_targets'
 branch_labels = None
 depends_on = None

@@ -14,7 +14,9 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 
 from scrape_contracts import settings
-from scrape_contracts.adapters.store import Lease, LeaseGrant, LeaseLost, LostLease, ProjectStore, TargetBusy
+from scrape_contracts.adapters.store import (
+    Lease, LeaseGrant, LeaseLost, LostLease, ProjectStore, TargetBusy, unreachable,
+)
 from scrape_contracts.contract.fetch import FetchSettings
 
 log = logging.getLogger(__name__)
@@ -132,7 +134,11 @@ class LeaseKeeper:
             try:
                 self.renew()
             except Exception as exc:  # noqa: BLE001 (a store hiccup: the next round tries again)
-                log.warning("could not renew %d target lease(s): %s", len(self.held), exc)
+                # a store that cannot be reached fails the work's next commit, which says so in one line;
+                # said here too, every round, it only buried that line (psycopg2's reasons span lines)
+                level = logging.INFO if unreachable(exc) else logging.WARNING
+                log.log(level, "could not renew %d target lease(s): %s", len(self.held),
+                        str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
 
     def __enter__(self) -> LeaseKeeper:
         self._thread = threading.Thread(target=self._loop, name="lease-keeper", daemon=True)

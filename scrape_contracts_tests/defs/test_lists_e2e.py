@@ -83,7 +83,8 @@ def test_sixty_reviews_over_three_pages_are_extracted_and_read_one_row_each(sqli
     assert [r["record_key"] for r in records] == [f"r{i:03d}" for i in range(1, 61)]
     assert records[0] == {"record_key": "r001", "id": "r001", "author": "Ana", "rating": 1,
                           "date": "2026-12-28", "text": "Lovely coffee, visit 1."}
-    assert {p.split("?")[0] for p in [r.path for r in site.requests]} == {PATH}
+    # every page of the list, and robots.txt once (docs/politeness.md)
+    assert {p.split("?")[0] for p in [r.path for r in site.requests]} == {PATH, "/robots.txt"}
     frame = read_accepted("reviews")
     assert len(frame) == 60
     assert list(frame.columns[:3]) == ["partition", "url", "record_key"]

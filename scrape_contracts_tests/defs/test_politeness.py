@@ -68,7 +68,7 @@ def test_a_batch_leaves_no_slot_held_through_a_retry_after_and_honours_crawl_del
         sqlite_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "2")
     plans = {
-        C: _plan(scripted={"/c/0": [(503, {"Retry-After": "1"})]}),
+        C: _plan(scripted={"/c/0": [(503, {"Retry-After": "2"})]}),
         D: _plan(scripted={"/d/0": [(429, {"Retry-After": "1"})]}),
         E: _plan(robots="User-agent: *\nCrawl-delay: 0.3\n"),
     }
@@ -80,9 +80,10 @@ def test_a_batch_leaves_no_slot_held_through_a_retry_after_and_honours_crawl_del
         assert all(sqlite_harness.accepted("gentle", key) for key in urls)
 
         first, retry = site.requests(C, "/c/0")
-        assert first.status == 503 and retry.start - first.end >= 0.95
-        # C's only slot served its other pages while /c/0 waited
-        assert all(first.end <= s.start and s.end <= retry.start for s in _pages(site.requests(C)) if s.path != "/c/0")
+        assert first.status == 503 and retry.start - first.end >= 1.95
+        # C's only slot served another of its pages while /c/0 waited (held through the wait, it could not
+        # have); how many fit in the wait depends on the machine's load, that one does is the point
+        assert any(first.end <= s.start and s.end <= retry.start for s in _pages(site.requests(C)) if s.path != "/c/0")
         [refused] = [s for s in site.requests(D) if s.status == 429]
         assert min(s.start for s in _pages(site.requests(D)) if s.start > refused.end) - refused.end >= 0.95
         starts = [s.start for s in _pages(site.requests(E))]

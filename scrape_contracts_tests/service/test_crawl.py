@@ -58,7 +58,7 @@ def test_each_host_gets_its_whole_concurrency_whatever_the_order_of_the_targets(
 
 
 def test_a_page_waiting_out_a_503_s_retry_after_leaves_its_slot_to_the_others(tmp_path: Path) -> None:
-    plan = HostPlan(scripted={"/p/0": [(503, {"Retry-After": "1"})]})
+    plan = HostPlan(scripted={"/p/0": [(503, {"Retry-After": "2"})]})
     with HostsSite({A: plan}) as site:
         urls = [site.url(A, f"/p/{i}") for i in range(5)]
         outcomes = crawl(site, urls, tmp_path, concurrency=1)
@@ -66,9 +66,10 @@ def test_a_page_waiting_out_a_503_s_retry_after_leaves_its_slot_to_the_others(tm
         first, retry = site.requests(A, "/p/0")
         others = [s for s in pages(site.requests(A)) if s.path != "/p/0"]
         assert first.status == 503 and retry.status == 200
-        assert retry.start - first.end >= 0.95  # the host's Retry-After, honoured
-        # the only slot went to the other pages meanwhile
-        assert all(first.end <= s.start and s.end <= retry.start for s in others)
+        assert retry.start - first.end >= 1.95  # the host's Retry-After, honoured
+        # the only slot went to another page meanwhile (held through the wait, it could not have); how many
+        # fit in the wait depends on the machine's load, that one does is the point
+        assert any(first.end <= s.start and s.end <= retry.start for s in others)
         assert site.peak(A) == 1
 
 

@@ -245,6 +245,9 @@ class FetchPolicy:
             if state.robots:
                 refusal = yield CheckRobots(current)
                 if refusal is not None:
+                    # a page whose own address the guard refuses says so, with the opt-in that may help:
+                    # robots.txt on its host was refused for that very reason
+                    yield from self._check_address(state, current, previous)
                     where = redact_url(current) if current != url else None
                     raise self._error(state, refusal.kind, url, messages.robots(refusal.detail, where),
                                       transient=refusal.transient)

@@ -176,18 +176,24 @@ def _kill_what_is_left(session: int) -> None:
             continue
 
 
-def test_postgresql_stopped_mid_batch_of_a_run_here_is_one_line(cluster: Cluster, site: FixtureSite,
-                                                                tmp_path: Path) -> None:
-    env, held = _setup(tmp_path, cluster, site)
-    process, out, err = _command(env, tmp_path, "run", "shop")
+def _line_when_stopped_mid_batch(env: dict[str, str], tmp_path: Path, cluster: Cluster, held: Any,
+                                 *argv: str) -> str:
+    """The one line the command ``argv`` ends with when PostgreSQL stops in the middle of its batch."""
+    process, out, err = _command(env, tmp_path, *argv)
     try:
         _stopped_mid_batch(cluster, held, process)
-        line = _one_line(process, out, err)
+        return _one_line(process, out, err)
     finally:
         held.let_go()
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
+
+
+def test_postgresql_stopped_mid_batch_of_a_run_here_is_one_line(cluster: Cluster, site: FixtureSite,
+                                                                tmp_path: Path) -> None:
+    env, held = _setup(tmp_path, cluster, site)
+    line = _line_when_stopped_mid_batch(env, tmp_path, cluster, held, "run", "shop")
     # the instance's storage or the project store, whichever failed first
     assert line.startswith("error: cannot use the "), line
     assert "run the command again" in line, line
@@ -202,15 +208,10 @@ def test_postgresql_stopped_mid_batch_of_a_queued_run_is_one_line_for_run_wait(c
     daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
                               env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               stdin=subprocess.DEVNULL, start_new_session=True)
-    process, out, err = _command(env, tmp_path, "run", "shop", "--queue", "--wait", "--timeout", str(WAIT_S))
     try:
-        _stopped_mid_batch(cluster, held, process)
-        line = _one_line(process, out, err)
+        line = _line_when_stopped_mid_batch(env, tmp_path, cluster, held,
+                                            "run", "shop", "--queue", "--wait", "--timeout", str(WAIT_S))
     finally:
-        held.let_go()
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
         stop_daemon(daemon)
         _kill_what_is_left(daemon.pid)  # its code server and the run worker it launched, if still there
     assert line.startswith("error: cannot use the Dagster instance's storage"), line

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 
 from scrape_contracts import read_accepted
 from scrape_contracts.api import FrontDoor
+from scrape_contracts.cli import main
 from scrape_contracts.defs.names import (
     batch_job_name, candidate_key, discover_job_name, discover_schedule_name, targets_key,
 )
@@ -217,6 +219,11 @@ def test_a_target_gone_from_its_sitemap_keeps_its_data_flagged_is_not_swept_and_
     frame = read_accepted("shop").set_index("partition")
     assert frame.loc[two, "sku"] == "BK-2" and bool(frame.loc[two, "_gone"]) is True
     assert not frame.drop(index=two)["_gone"].any()
+    exported = harness.contracts_dir.parent / "shop.jsonl"  # export data flags it as read_accepted does
+    assert main(["--contracts-dir", str(harness.contracts_dir), "export", "data", "shop", "--out",
+                 str(exported)]) == 0
+    rows = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert {r["partition"]: r["_gone"] for r in rows} == {k: k == two for k in frame.index}
     site.requests.clear()
     assert sweep(harness, "shop").success
     assert sorted(paths_requested(site)) == ["/p/1", "/p/1?by=hand"]  # the gone target is skipped

@@ -122,6 +122,37 @@ def test_a_sitemap_index_with_two_gzip_sitemaps_becomes_partitions_the_next_swee
     assert sorted(frame["sku"]) == ["BK-1", "BK-2", "BK-3"] and not frame["_gone"].any()
 
 
+
+def test_a_robots_txt_as_a_source_is_read_for_its_sitemap_lines(sqlite_harness: Harness, site: FixtureSite) -> None:
+    harness = sqlite_harness
+    site.set_page("/robots.txt", "User-agent: *\nDisallow: /private/\n"
+                                 f"Sitemap: {site.url('/sitemaps/a.xml')}\nSitemap: http://other.example/s.xml\n"
+                                 f"Sitemap: {site.url('/sitemaps/b.xml.gz')}\n")
+    site.set_page("/sitemaps/a.xml", urlset(site, {"/p/1": "2026-04-01", "/p/2": None}))
+    site.set_page("/sitemaps/b.xml.gz", gzip.compress(urlset(site, {"/p/3": None}).encode()), headers=GZIP)
+    serve_products(site, range(1, 4))
+    harness.write_product_contract("shop", dynamic=True, extra=discover_block(
+        f'  sitemaps: ["{site.url("/robots.txt")}"]\n'))
+
+    found = discover(harness, "shop")
+
+    assert found.success, failure_text(found)
+    assert sorted(r.path for r in site.requests if r.path != "/robots.txt") == ["/sitemaps/a.xml",
+                                                                                "/sitemaps/b.xml.gz"]
+    data = metadata(found)
+    assert (data["targets"], data["new"]) == (3, 3)
+    assert any("other.example" in p and "not the host of a source" in p
+               for s in data["sources"] for p in s["problems"]), data["sources"]
+    assert {t.url for t in harness.store.known_targets("shop").values()} == {site.url(f"/p/{i}") for i in (1, 2, 3)}
+
+    # a robots.txt that names no sitemap: the run says so, and nothing is marked gone
+    site.set_page("/robots.txt", "User-agent: *\nDisallow:\n")
+    empty = discover(harness, "shop")
+    assert not empty.success and "robots.txt' lists no Sitemap: line; name the sitemap itself" in \
+        failure_text(empty), failure_text(empty)
+    assert harness.store.gone_targets("shop") == {} and len(harness.store.known_targets("shop")) == 3
+
+
 LISTING_1 = """<html><body><nav><a href="/about">About</a> <a href="/c/shoes">Shoes</a></nav><main>
 <a class="product" href="/p/1">One</a> <a class="product" href="/p/2#reviews">Two</a>
 <a class="sub" href="/c/boots">Boots</a> <a class="product" href="http://other.example/p/7">Elsewhere</a>

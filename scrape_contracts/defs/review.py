@@ -14,7 +14,7 @@ from scrape_contracts.defs.checks import aimed_at_latest
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.resources import PageStoreResource, ProjectStoreResource
 from scrape_contracts.engine.lists import is_set, set_records
-from scrape_contracts.service import repairs
+from scrape_contracts.service import repair_review
 from scrape_contracts.service.records import Emit, Stage
 
 
@@ -29,7 +29,7 @@ class ReviewConfig(dg.Config):
 
 def build_review_job(result: LoadResult) -> dg.JobDefinition:
     """``review_job``: one for every contract; a proposal of the provider's repair is decided with its
-    contract's checks (service/repairs.py), so the job knows the contracts."""
+    contract's checks (service/repair_review.py), so the job knows the contracts."""
     contracts = result.by_name()
 
     @dg.op(name="review_decision")
@@ -41,7 +41,7 @@ def build_review_job(result: LoadResult) -> dg.JobDefinition:
         project_store = store.get()
         waiting = (project_store.candidate(config.candidate_id) if config.candidate_id is not None
                    else project_store.pending_review(config.contract, config.partition))
-        proposal = repairs.proposal_of(project_store, waiting) if waiting is not None \
+        proposal = repair_review.proposal_of(project_store, waiting) if waiting is not None \
             and waiting.status == "quarantined" and waiting.partition == config.partition else None
         if proposal is not None and proposal.state == "proposed":
             return _decide_repair(context, config, project_store, artifacts, waiting, proposal,
@@ -70,9 +70,9 @@ def _decide_repair(context: dg.OpExecutionContext, config: ReviewConfig, store: 
         raise dg.Failure(description=f"no valid contract named {config.contract!r}", allow_retries=False)
     emit = _emitter(context, config.contract, config.partition)
     try:
-        done = repairs.decide(store, loaded, artifacts.get(), candidate, proposal, config.decision,
+        done = repair_review.decide(store, loaded, artifacts.get(), candidate, proposal, config.decision,
                               reviewer=config.reviewer, reason=config.reason, run_id=context.run_id, emit=emit)
-    except repairs.RepairRefused as exc:
+    except repair_review.RepairRefused as exc:
         context.log_event(dg.AssetObservation(
             asset_key=candidate_key(config.contract), partition=config.partition,
             metadata={"stage": Stage.REPAIR_REVIEWED.value, "decision": "accept", "refused": str(exc),

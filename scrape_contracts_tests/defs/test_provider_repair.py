@@ -11,6 +11,7 @@ import dagster as dg
 import pytest
 import yaml
 
+from scrape_contracts import cli
 from scrape_contracts.adapters.schema import RepairState, SelectorSource
 from scrape_contracts_tests.conftest import failure_text, product_page
 from scrape_contracts_tests.defs.provider_setup import ProviderSetup, provider_contract, provider_setup  # noqa: F401
@@ -51,6 +52,16 @@ def _summary(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
     raise AssertionError("no batch summary")
 
 
+def _api_target(setup: ProviderSetup) -> Any:
+    from scrape_contracts.api.ops import FrontDoor
+    from scrape_contracts.api.tokens import TokenStore
+
+    door = FrontDoor(contracts_dir=setup.contracts_dir, db_url=setup.db_url, instance=setup.instance)
+    principal = door.authenticate(TokenStore(setup.store.engine).create("team:data", "read")[1])
+    [target] = door.get_contract(principal, "shop").targets
+    return target
+
+
 def _accepted_v1(setup: ProviderSetup) -> None:
     setup.site.set_page("/p/1", product_page("Dune", "BK-1", "$10.00"))
     _write(setup, {"p1": setup.site.url("/p/1")})
@@ -59,7 +70,7 @@ def _accepted_v1(setup: ProviderSetup) -> None:
 
 
 def test_a_refused_field_is_repaired_only_after_a_person_accepts_and_the_checks_pass(
-        provider_setup: ProviderSetup) -> None:
+        provider_setup: ProviderSetup, capsys: pytest.CaptureFixture[str]) -> None:
     setup, provider = provider_setup, provider_setup.provider
     _accepted_v1(setup)
     _redesign(setup)
@@ -80,6 +91,17 @@ def test_a_refused_field_is_repaired_only_after_a_person_accepts_and_the_checks_
     assert [v.source for v in setup.store.selector_history("shop")] == [SelectorSource.CONTRACT]
     # the repair's cost is spent with the job's
     assert setup.store.provider_spend("shop", run_id=quarantined.run_id).total == pytest.approx(0.06)
+    # what a reviewer sees: the CLI's list and show, the API's target status
+    assert cli.main(["review", "list", "shop"]) == 0
+    listed = capsys.readouterr().out
+    assert f"p1  candidate {setup.store.pending_review('shop', 'p1').id}  provider repair proposed: price: " \
+           f"'#price' → '{RIGHT}' reads '$12.00'" in listed
+    assert cli.main(["review", "show", "shop", "p1"]) == 0
+    shown = capsys.readouterr().out
+    assert f"price: '#price' -> '{RIGHT}', reads '$12.00'" in shown and "accepted now: v1" in shown
+    target = _api_target(setup)
+    assert target.repair_proposal.selectors == {"price": RIGHT} and target.repair_proposal.cost == 0.05
+    assert target.pause_reason.startswith("review required: provider repair proposed")
 
     accepted = _review(setup, "accept", "the first cell is the price")
     assert accepted.success, failure_text(accepted)
@@ -97,7 +119,7 @@ def test_a_refused_field_is_repaired_only_after_a_person_accepts_and_the_checks_
 
 
 def test_a_wrong_proposal_a_person_accepts_is_refused_by_the_checks_on_the_batch_path(
-        provider_setup: ProviderSetup) -> None:
+        provider_setup: ProviderSetup, capsys: pytest.CaptureFixture[str]) -> None:
     setup, provider = provider_setup, provider_setup.provider
     _accepted_v1(setup)
     _redesign(setup)
@@ -112,16 +134,17 @@ def test_a_wrong_proposal_a_person_accepts_is_refused_by_the_checks_on_the_batch
     assert proposal.state == RepairState.PROPOSED and proposal.values == {"price": "Cart: $0.00"}
     assert setup.store.pending_review("shop", "p1") is not None
 
-    refused = _review(setup, "accept", "looks fine to me")
-    assert not refused.success
-    message = failure_text(refused)
-    assert "refused" in message and "fails the contract's checks" in message and "price" in message
+    # accepted by a person through the CLI: refused, the failing check named
+    assert cli.main(["review", "accept", "shop", "p1", "--reviewer", "alice", "--reason", "looks fine"]) == 1
+    message = capsys.readouterr().err
+    assert "refused" in message and "fails the contract's checks (" in message and "price_within_bounds" in message, message
     assert setup.store.latest_accepted("shop", "p1").record == {"title": "Dune", "sku": "BK-1", "price": 10.0}
     assert [v.source for v in setup.store.selector_history("shop")] == [SelectorSource.CONTRACT]
     [proposal] = setup.store.repairs("shop", "p1")
     assert proposal.state == RepairState.REFUSED and proposal.decided_by == "alice"
     state = setup.store.state("shop", "p1")
     assert state.paused and "refused" in state.pause_reason
+    assert _api_target(setup).repair_proposal is None  # nothing waits any more
 
 
 def test_a_rejected_proposal_changes_nothing_and_the_target_stays_paused(provider_setup: ProviderSetup) -> None:

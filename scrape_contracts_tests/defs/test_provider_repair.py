@@ -178,3 +178,23 @@ def test_a_failed_repair_leaves_an_ordinary_rejection_and_its_cost_counts(provid
     assert proposal.state == RepairState.FAILED and "could not find the field" in proposal.error
     assert setup.store.pending_review("shop", "p1") is None
     assert setup.store.provider_spend("shop").total == pytest.approx(0.01 + 0.01 + 0.05)
+
+
+def test_repairs_are_charged_to_the_budget_and_not_asked_once_it_is_spent(provider_setup: ProviderSetup) -> None:
+    setup, provider = provider_setup, provider_setup.provider
+    setup.site.set_page("/p/1", product_page("Dune", "BK-1", "$10.00"))
+    _write(setup, {"p1": setup.site.url("/p/1")}, amount=0.1, per="day", currency="EUR")
+    assert setup.run_single("shop", "p1").success
+    _redesign(setup)
+    provider.repair_selectors = {"price": RIGHT}
+    assert not setup.run_single("shop", "p1").success  # job 0.01 and repair 0.05: 0.07 of 0.1 spent
+    assert _review(setup, "reject", "not now").success
+    setup.store.resume("shop", "p1")
+
+    again = setup.run_single("shop", "p1")  # its job fits (0.08), a second repair would not (0.13)
+    assert not again.success
+    assert len(provider.repair_requests()) == 1
+    assert [r.state for r in setup.store.repairs("shop", "p1")] == [RepairState.REJECTED]
+    story = setup.events_text(again.run_id)
+    assert "repair_failed" in story and "cost budget spent" in story and "no repair was asked" in story
+    assert setup.store.provider_spend("shop").total == pytest.approx(0.08)

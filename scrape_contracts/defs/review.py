@@ -14,7 +14,7 @@ from scrape_contracts.defs.checks import aimed_at_latest
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.resources import PageStoreResource, ProjectStoreResource
 from scrape_contracts.engine.lists import is_set, set_records
-from scrape_contracts.service import repair_review
+from scrape_contracts.service import repair_review, repairs
 from scrape_contracts.service.records import Emit, Stage
 
 
@@ -204,6 +204,9 @@ def announce_review(context: dg.OpExecutionContext, config: ReviewNoticeConfig,
             context.log.info(f"candidate {candidate_id}: no longer waiting for review, not announced")
             continue
         reasons = [v["message"] for v in (candidate.details or {}).get("violations", [])]
+        repair = ((candidate.details or {}).get("heal") or {}).get("repair") or {}
+        if repair.get("state") == "proposed":  # what the reviewer decides on is the provider's proposal
+            reasons.insert(0, repairs.quarantine_reason(repair))
         what_to_do = review_command(candidate.contract, candidate.partition)
         context.log.warning(f"review required: {candidate.contract}/{candidate.partition} candidate "
                             f"{candidate.id} ({candidate.url}): {'; '.join(reasons)}")

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from scrape_contracts import settings
 from scrape_contracts.adapters.pages import PageStore
-from scrape_contracts.adapters.schema import CandidateStatus, RepairState, SelectorSource
+from scrape_contracts.adapters.schema import AcceptSource, CandidateStatus, RepairState, SelectorSource
 from scrape_contracts.adapters.store import (
-    Candidate, ProjectStore, RepairProposal, SelectorConflict, StoreError,
+    Candidate, ProjectStore, RepairProposal, SelectorConflict, StaleCandidate, StoreError,
 )
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.extract import extract_record
@@ -110,15 +110,20 @@ def _accept(store: ProjectStore, loaded: LoadedContract, artifacts: PageStore, c
                               run_id=run_id, partition=partition)
     result = dataclasses.replace(result, selector_version=version,
                                  heal=dataclasses.replace(report, selector_version=version))
-    [(_, recorded)] = gate.record_results(store, [result], run_id, loaded)
-    if recorded.status != "accepted":  # another run accepted newer data meanwhile, and against it this fails
+    stored = gate.store_candidate(store, result, run_id)
+    try:
+        # the reviewer's acceptance, with who and why, against the version the record was checked with
+        accepted = store.accept(stored.candidate_id, run_id=run_id, source=AcceptSource.REVIEW, reviewer=reviewer,
+                                reason=reason, compared_with=previous.version if previous else None)
+    except StaleCandidate:
+        store.set_candidate_status(stored.candidate_id, CandidateStatus.SUPERSEDED)
         return _refuse(store, candidate, proposal, reviewer, reason,
-                       f"against newer accepted data the repaired record is {recorded.status}: "
-                       f"{recorded.quarantine_reason}", selector_version=version)
+                       "another run accepted newer data while it was checked: review the target again",
+                       selector_version=version)
     done = store.decide_repair(proposal.id, RepairState.ACCEPTED, by=reviewer, reason=reason,
                                selector_version=version)
     state = store.state(name, partition)
-    return RepairDecision(done, recorded.accepted_version, version, state.pause_reason if state.paused else None)
+    return RepairDecision(done, accepted.version, version, state.pause_reason if state.paused else None)
 
 
 def _save_selectors(store: ProjectStore, loaded: LoadedContract, proposal: RepairProposal, parent: int, *,

@@ -106,7 +106,7 @@ def test_a_refused_field_is_repaired_only_after_a_person_accepts_and_the_checks_
     accepted = _review(setup, "accept", "the first cell is the price")
     assert accepted.success, failure_text(accepted)
     latest = setup.store.latest_accepted("shop", "p1")
-    assert (latest.version, latest.record["price"]) == (2, 12.0)
+    assert (latest.version, latest.record["price"], latest.source, latest.reviewer) == (2, 12.0, "review", "alice")
     version = setup.store.selector_history("shop")[-1]
     assert version.source == SelectorSource.PROVIDER_REPAIR and version.selectors["price"] == RIGHT
     assert version.changes["price"]["evidence"]["approved_by"] == "alice"

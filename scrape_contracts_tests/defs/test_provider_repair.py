@@ -69,6 +69,7 @@ def _accepted_v1(setup: ProviderSetup) -> None:
     assert first.success, failure_text(first)
 
 
+@pytest.mark.parametrize("provider_setup", ["sqlite", "postgres"], indirect=True)
 def test_a_refused_field_is_repaired_only_after_a_person_accepts_and_the_checks_pass(
         provider_setup: ProviderSetup, capsys: pytest.CaptureFixture[str]) -> None:
     setup, provider = provider_setup, provider_setup.provider

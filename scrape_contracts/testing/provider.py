@@ -43,6 +43,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from scrape_contracts.testing.provider_repairs import StandInRepair, read_values
+
 
 @dataclass
 class StandInJob:
@@ -58,26 +60,6 @@ class StandInJob:
     def shown(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "url": self.url, "label": self.label, "status": self.status,
                 "cost": self.cost, **({"error": self.error} if self.error else {})}
-
-
-@dataclass
-class StandInRepair:
-    repair_id: str
-    url: str
-    label: str
-    job_id: str | None
-    fields: dict[str, Any]
-    cost: float
-    status: str = "queued"
-    polls: int = 0
-    error: str | None = None
-    selectors: dict[str, str] = field(default_factory=dict)
-    values: dict[str, Any] = field(default_factory=dict)
-
-    def shown(self) -> dict[str, Any]:
-        done = {"proposal": {"selectors": self.selectors, "values": self.values}} if self.status == "done" else {}
-        return {"repair_id": self.repair_id, "label": self.label, "status": self.status, "cost": self.cost,
-                **({"error": self.error} if self.error else {}), **done}
 
 
 @dataclass
@@ -262,7 +244,7 @@ class StandInProvider:
             job = self.jobs.get(repair.job_id or "")
             page = job.result["body"] if job is not None and job.result else None
         proposed = {name: sel for name, sel in self.repair_selectors.items() if name in repair.fields}
-        values = _read(page, proposed) if page is not None else {}
+        values = read_values(page, proposed) if page is not None else {}
         with self._lock:
             repair.status, repair.selectors, repair.values = "done", proposed, values
         return repair
@@ -274,22 +256,6 @@ class StandInProvider:
     def record(self, method: str, path: str, **details: Any) -> None:
         with self._lock:
             self.log.append({"method": method, "path": path, "at": time.time(), **details})
-
-
-def _read(html: str, selectors: dict[str, str]) -> dict[str, Any]:
-    """The text each selector reads on the page (what the stand-in's proposal says it extracts)."""
-    import parsel
-
-    page = parsel.Selector(text=html)
-    out: dict[str, Any] = {}
-    for name, selector in selectors.items():
-        try:
-            found = page.xpath(selector) if selector.startswith(("/", "(")) else page.css(selector)
-        except Exception:  # noqa: BLE001 — a wrong selector is a knob too: it reads nothing
-            continue
-        if found:
-            out[name] = " ".join(" ".join(found[0].css("::text").getall()).split())
-    return out
 
 
 def _handler_for(provider: StandInProvider) -> type[BaseHTTPRequestHandler]:

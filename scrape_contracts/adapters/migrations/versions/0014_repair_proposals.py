@@ -1,6 +1,6 @@
 """Provider repairs (issue 25, item 2): the repairs a target asked its provider for, and their review
 
-Revision 0015_repair_proposals (after 0012_provider_jobs; the lead fixes the chain at merge). A new table,
+Revision 0014_repair_proposals (after 0013_host_budgets). A new table,
 and one more value a selector version's source may hold (``provider_repair``): the check constraint of
 sc_selector_versions.source is made again with it (SQLite copies the table once; PostgreSQL alters it).
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0015_repair_proposals'
-down_revision = '0012_provider_jobs'
+revision = '0014_repair_proposals'
+down_revision = '0013_host_budgets'
 branch_labels = None
 depends_on = None
 

@@ -75,6 +75,7 @@ class _Health:
 class ProxyChoice:
     name: str
     probe: bool  # this request re-checks a quarantined proxy
+    fallback: bool = False  # every proxy was quarantined: this one carries it anyway
 
 
 class ProxyPool:
@@ -108,7 +109,7 @@ class ProxyPool:
             healthy = [h for h in self._proxies.values() if h.in_rotation]
             if not healthy:
                 nearest = min(self._proxies.values(), key=lambda h: h.quarantined_until or 0.0)
-                return ProxyChoice(nearest.endpoint.name, False)
+                return ProxyChoice(nearest.endpoint.name, False, fallback=True)
             if self.sticky:
                 kept = self._proxies.get(self._hosts.get(host, ""))
                 if kept is not None and kept.in_rotation:
@@ -134,19 +135,22 @@ class ProxyPool:
             health.requests += 1
             if choice.probe:
                 health.probing = False
+            # a request sent before the quarantine and answered after it says nothing of the proxy now
+            checks = choice.probe or choice.fallback
             if fault is Fault.NONE:
                 health.in_a_row = 0
                 health.success = (1 - _SMOOTHING) * health.success + _SMOOTHING
                 health.latency = seconds if health.latency is None else \
                     (1 - _SMOOTHING) * health.latency + _SMOOTHING * seconds
-                if not health.in_rotation:  # a re-check (or a request carried for want of others) answered
+                if checks and not health.in_rotation:  # the re-check answered: back in rotation
                     health.quarantined_until, health.rest_s = None, 0.0
                 return
             health.failures += 1
             health.in_a_row += 1
             health.success = (1 - _SMOOTHING) * health.success
-            if choice.probe or (not health.in_rotation):
-                self._quarantine(health, longer=True)
+            if not health.in_rotation:
+                if checks:
+                    self._quarantine(health, longer=True)
             elif fault is Fault.HARD or health.in_a_row >= SOFT_FAILURES:
                 self._quarantine(health, longer=False)
 

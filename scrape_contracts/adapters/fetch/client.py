@@ -158,8 +158,9 @@ class HttpFetcherBase:
         return Fault.SOFT if status in _GATEWAY_STATUSES else Fault.NONE
 
     def _report(self, choice: ProxyChoice | None, fault: Fault, started: float) -> None:
+        # latency is measured, not decided, so it is read on the real clock whatever ``clock`` the run injects
         if choice is not None and self.proxies is not None:
-            self.proxies.report(choice, fault, self._clock() - started)
+            self.proxies.report(choice, fault, time.monotonic() - started)
 
     def proxy_health(self) -> list[dict[str, object]]:
         """Per proxy of this fetcher's run: requests, failures, quarantine, score (no credentials)."""

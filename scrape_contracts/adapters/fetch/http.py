@@ -104,7 +104,7 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
         self.sessions.prepare(request)
         # through a proxy, the only connection is to the proxy: the contract names it, so it is trusted as named
         pinned = pinned_to(exchange.url, exchange.addresses if proxy is None else None)
-        started, fault = self._clock(), Fault.NONE
+        started, fault = time.monotonic(), Fault.NONE
         try:
             with deadline_within(exchange.budget_s), pinned:
                 response = client.send(request, stream=True)

@@ -8,6 +8,7 @@ fetch, not all of them.
 from __future__ import annotations
 
 import asyncio
+import time
 import inspect
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
@@ -158,7 +159,7 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
         self.sessions.prepare(request)
         # through a proxy, the only connection is to the proxy: the contract names it, so it is trusted as named
         pinned = pinned_to(exchange.url, exchange.addresses if proxy is None else None)
-        started, fault = self._clock(), Fault.NONE
+        started, fault = time.monotonic(), Fault.NONE
         try:
             with deadline_within(exchange.budget_s), pinned:
                 response = await client.send(request, stream=True)

@@ -147,10 +147,11 @@ class Visit:
 
 
 class SessionSite(_Serving):
-    """``SessionSite(page)``: ``page(path) -> html``; ``site.url(path)``; ``site.visits``."""
+    """``SessionSite(page, delay_s=)``: ``page(path) -> html``, each page answered ``delay_s`` after it was
+    asked; ``site.url(path)``; ``site.visits``."""
 
-    def __init__(self, page: Callable[[str], str]) -> None:
-        self.page = page
+    def __init__(self, page: Callable[[str], str], *, delay_s: float = 0.0) -> None:
+        self.page, self.delay_s = page, delay_s
         self.visits: list[Visit] = []
         self._lock = threading.Lock()
         self._sessions = 0
@@ -176,6 +177,8 @@ class _SiteHandler(_Quiet):
             headers.append(("Set-Cookie", set_cookie))
         with site._lock:
             site.visits.append(Visit(self.path, cookie, set_cookie))
+        if site.delay_s and self.path != "/robots.txt":
+            time.sleep(site.delay_s)  # a sweep lasts at least this per page and slot, however fast the machine
         if self.path == "/robots.txt":
             self._send(404, b"", headers)
             return

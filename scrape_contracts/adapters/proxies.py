@@ -9,8 +9,8 @@ whoever records it (the batch summary, a page's metadata, ``scrape/_health``).
   has a floor, so a slow proxy keeps being measured and comes back when it speeds up.
 - **Rotation**: among the healthy proxies, smooth weighted round-robin by score (deterministic: with equal
   scores, strict rotation in the contract's order).
-- **Sticky** (``sticky``): a site host keeps the proxy it was given while that proxy stays in rotation, so
-  its cookies keep arriving from one address.
+- **Sticky** (``sticky``): a site host keeps the proxy it was given while that proxy answers, so its
+  cookies keep arriving from one address; a failed request moves the host (its retry goes elsewhere).
 - **Quarantine**: a proxy that refused the connection, asked for credentials (407) or failed a CONNECT is
   quarantined at once; timeouts and gateway errors (502, 504) after ``SOFT_FAILURES`` in a row. It rests
   ``recheck_s``, then one request re-checks it (the next one to any host); an answer puts it back in
@@ -76,6 +76,7 @@ class ProxyChoice:
     name: str
     probe: bool  # this request re-checks a quarantined proxy
     fallback: bool = False  # every proxy was quarantined: this one carries it anyway
+    host: str = ""  # the site host it was chosen for
 
 
 class ProxyPool:
@@ -105,19 +106,19 @@ class ProxyPool:
                 if not health.in_rotation and not health.probing and now >= (health.quarantined_until or 0):
                     health.probing = True
                     health.rechecks += 1
-                    return ProxyChoice(health.endpoint.name, True)
+                    return ProxyChoice(health.endpoint.name, True, host=host)
             healthy = [h for h in self._proxies.values() if h.in_rotation]
             if not healthy:
                 nearest = min(self._proxies.values(), key=lambda h: h.quarantined_until or 0.0)
-                return ProxyChoice(nearest.endpoint.name, False, fallback=True)
+                return ProxyChoice(nearest.endpoint.name, False, fallback=True, host=host)
             if self.sticky:
                 kept = self._proxies.get(self._hosts.get(host, ""))
                 if kept is not None and kept.in_rotation:
-                    return ProxyChoice(kept.endpoint.name, False)
+                    return ProxyChoice(kept.endpoint.name, False, host=host)
             chosen = self._rotate(healthy)
             if self.sticky:
                 self._hosts[host] = chosen.endpoint.name
-            return ProxyChoice(chosen.endpoint.name, False)
+            return ProxyChoice(chosen.endpoint.name, False, host=host)
 
     def _rotate(self, healthy: list[_Health]) -> _Health:
         weights = {h.endpoint.name: max(MIN_WEIGHT, self._score(h)) for h in healthy}
@@ -147,6 +148,8 @@ class ProxyPool:
                 return
             health.failures += 1
             health.in_a_row += 1
+            if self._hosts.get(choice.host) == choice.name:
+                del self._hosts[choice.host]  # its retry goes through another proxy; the cookies follow
             health.success = (1 - _SMOOTHING) * health.success
             if not health.in_rotation:
                 if checks:

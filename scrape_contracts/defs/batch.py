@@ -221,6 +221,10 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
     stats, summary = runner.stats, runner.summary()
     if summary.targets_failed:
         context.log.warning(summary.line())  # each cause once, however many targets it failed
+    for proxy in runner.proxies:  # a quarantined proxy is worth a line: its share went to the others
+        if proxy["quarantined"]:
+            context.log.warning(f"proxy {proxy['proxy']} ended the run quarantined ({proxy['failures']} of "
+                                f"{proxy['requests']} requests failed); its requests went through the others")
     if refused:  # one line, not one per target: each line is an event in the run's log
         context.log.warning(f"{len(refused)} target(s) not scraped by this run (see the batch summary's "
                             f"skipped), e.g. {refused[0]}")
@@ -234,6 +238,7 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
         "failure_causes": dg.MetadataValue.json([c.as_dict() for c in summary.causes]),
         "skipped": dg.MetadataValue.json(skipped),
         **provider.spend_metadata(loaded, project_store, context.run.run_id),
+        **({"proxies": dg.MetadataValue.json(runner.proxies)} if runner.proxies else {}),
     })
 
 

@@ -114,6 +114,7 @@ class BatchRunner:
         self.jobs = jobs  # the provider adapter's job book (adapters/fetch/provider), for the fetcher
         self.stats = BatchStats()
         self.failures: list[FetchFailure] = []
+        self.proxies: list[dict[str, object]] = []  # each proxy's health when the fetching ended (no secret)
         self.leases = BatchLeases(store, self.contract.name, run_id, leases.duration_for(fetch_settings), ended)
         self._selectors = store.current_selectors(self.contract.name, self.contract.selectors())
         self._controls: list[Any] = []
@@ -220,6 +221,8 @@ class BatchRunner:
                     finished[parsers] = "every batch worker stopped before its pages were parsed"
             if isinstance(item, Done):
                 finished[item.worker] = item.error
+                if item.proxies:
+                    self.proxies = [dict(p) for p in item.proxies]
             elif item is not None:
                 for one in item:
                     seen.add(one.target.partition)

@@ -75,6 +75,17 @@ def test_a_batch_goes_around_the_failing_proxy_favours_the_fast_one_and_keeps_on
         events = _events_text(sqlite_harness, result.run_id)
         assert SECRET not in events and "sid=" not in events and "good" in events
 
+        # scrape/_health shows each proxy as the run left it
+        health = sqlite_harness.definitions().resolve_job_def("health_job").execute_in_process(
+            instance=sqlite_harness.instance)
+        [materialisation] = health.get_asset_materialization_events()
+        metadata = materialisation.event_specific_data.materialization.metadata
+        [row] = metadata["summary"].value
+        assert [(p["proxy"], p["quarantined"], p["run_id"]) for p in row["proxies"]] == [
+            ("failing", True, result.run_id), ("good", False, result.run_id), ("slow", False, result.run_id)]
+        assert "failing quarantined" in metadata["contracts"].value and metadata["proxies_quarantined"].value == 1
+        assert SECRET not in _events_text(sqlite_harness, health.run_id)
+
 
 def test_a_single_target_run_retries_through_another_proxy_and_says_which_carried_the_page(
         sqlite_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:

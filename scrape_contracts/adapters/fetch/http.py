@@ -25,8 +25,11 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
 
     _default_sleep = staticmethod(time.sleep)
 
-    def _open_client(self, max_connections: int, **options: Any) -> httpx.Client:
+    def __init__(self, **options: Any) -> None:
         self._robots_lock = threading.Lock()
+        super().__init__(**options)
+
+    def _open_client(self, max_connections: int, **options: Any) -> httpx.Client:
         transport = SyncTransport(max_connections=max_connections, ssl_context=default_ssl_context())
         return httpx.Client(transport=transport, **options)
 

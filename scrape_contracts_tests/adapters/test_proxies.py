@@ -199,3 +199,16 @@ def test_a_site_hosts_cookies_come_back_whichever_proxy_carries_the_request(site
         fetcher.fetch(site.url("/q/1"))
         fetcher.fetch(site.url("/q/2"))
     assert [v.cookie for v in site.visits[-2:]] == ["", ""]  # sessions off: nothing kept
+
+
+def test_the_docs_example_is_a_valid_fetch_block() -> None:
+    import re
+
+    import yaml
+
+    text = (Path(__file__).parents[2] / "docs" / "proxies.md").read_text()
+    [block] = re.findall(r"^```yaml\n(.*?)^```", text, re.S | re.M)
+    fetch = FetchSettings.model_validate(yaml.safe_load(block)["fetch"])
+    assert [p.label for p in fetch.proxies] == ["proxy-a", "http://proxy-b.internal:3128"]
+    assert not fetch.sticky and fetch.host_cookies == {"https://shop.example": {"region": "eu"}}
+    assert FetchSettings(proxies=fetch.proxies).sticky  # sessions on: sticky unless told otherwise

@@ -53,7 +53,9 @@ class Sessions:
 
     def prepare(self, request: httpx.Request) -> None:
         """Add the host's cookies to ``request`` (a Cookie header of the contract's own wins)."""
-        self._jar(str(request.url)).set_cookie_header(request)
+        jar = self._jar(str(request.url))
+        if jar:  # an empty jar adds nothing, and asking it still wraps the request for the cookie module
+            jar.set_cookie_header(request)
 
     def learn(self, response: httpx.Response) -> None:
         headers = response.headers

@@ -88,5 +88,8 @@ def rules_from(where: str, outcome: Page | BaseException) -> HostRules:
         if outcome.kind in _ALLOW_ALL_KINDS:
             return HostRules(where)
         reason = f"HTTP {status}" if outcome.kind == "http_status" and status else outcome.kind.replace("_", " ")
+        last = outcome.attempts[-1] if outcome.attempts else {}
+        if last.get("proxy") and last.get("error"):  # the proxy's own failure says what to fix (already scrubbed)
+            reason = str(last["error"])
         return HostRules(where, unreachable=reason)
     return HostRules(where, unreachable=f"{type(outcome).__name__}: {outcome}"[:200])

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from scrape_contracts.contract.base import Strict, confined
+from scrape_contracts.contract.proxies import ProxySettings, cookie_problem, site_host_problem
 
 DEFAULT_USER_AGENT = "scrape-contracts/0.1.0 (+https://pypi.org/project/scrape-contracts/)"
 
@@ -131,6 +132,23 @@ class FetchSettings(Strict):
     provider: ProviderSettings | None = Field(
         None, description="provider adapter: polling and the cost budget (the provider fetches the pages)."
     )
+    proxies: list[ProxySettings] = Field(
+        default_factory=list, max_length=64,
+        description="http adapter: forward proxies the requests go through, rotated by health (docs/proxies.md); "
+                    "credentials come from the environment variables each names.")
+    sticky_proxy: bool | None = Field(
+        None, description="Keep each site host on one proxy while it stays healthy (default: when sessions are on).")
+    proxy_recheck_s: float = Field(
+        30.0, gt=0, le=3600,
+        description="How long a quarantined proxy rests before one request re-checks it (doubling while it fails).")
+    sessions: bool = Field(
+        True, description="Keep the cookies each site host sets for the run (one jar per site host) and send them "
+                          "back; never stored. false: no cookie is kept.")
+    cookies: dict[str, str] = Field(
+        default_factory=dict, description="Cookies sent to every site host from the first request (consent).")
+    host_cookies: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Cookies sent to one site host (key: scheme://host[:port]) from the first request.")
 
     @field_validator("fixture_dir")
     @classmethod
@@ -155,6 +173,13 @@ class FetchSettings(Strict):
         if self.provider is not None and self.adapter != "provider":
             raise ValueError(f"fetch.provider is only read by the provider adapter; set `adapter: provider` "
                              f"(now {self.adapter!r}) or remove fetch.provider")
+        if (self.proxies or self.cookies or self.host_cookies) and self.adapter != "http":
+            raise ValueError(f"fetch.proxies, fetch.cookies and fetch.host_cookies are only used by the http "
+                             f"adapter (now {self.adapter!r}); remove them or set `adapter: http`")
+        names = [p.label for p in self.proxies]
+        if len(set(names)) != len(names):
+            raise ValueError(f"fetch.proxies names each proxy once (twice: "
+                             f"{sorted({n for n in names if names.count(n) > 1})}); give them distinct `name`s")
         if self.browser is not None and self.adapter != "browser":
             raise ValueError(f"fetch.browser is only read by the browser adapter; set `adapter: browser` "
                              f"(now {self.adapter!r}) or remove fetch.browser")
@@ -166,6 +191,28 @@ class FetchSettings(Strict):
         if value is not None and (not value.strip() or any(c in value for c in "\r\n")):
             raise ValueError("fetch.user_agent must be one non-empty line, e.g. 'acme-prices/1.0 (+https://acme.example/bot)'")
         return value
+
+    @field_validator("cookies")
+    @classmethod
+    def _cookies_are_plain(cls, value: dict[str, str]) -> dict[str, str]:
+        problem = cookie_problem("fetch.cookies", value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("host_cookies")
+    @classmethod
+    def _host_cookies_are_plain(cls, value: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        for host, cookies in value.items():
+            problem = site_host_problem(host) or cookie_problem(f"fetch.host_cookies[{host!r}]", cookies)
+            if problem:
+                raise ValueError(problem)
+        return value
+
+    @property
+    def sticky(self) -> bool:
+        """Whether each site host keeps one proxy: asked, or because its cookies are kept."""
+        return self.sessions if self.sticky_proxy is None else self.sticky_proxy
 
     @property
     def agent(self) -> str:

@@ -216,9 +216,16 @@ def candidate_metadata(result: ScrapeResult, recorded: Recorded) -> dict[str, An
         "page_sha256": result.page_sha256 or "",
         "healed": result.heal.healed,
         **provider.job_metadata(result.fetched.attempts),
+        **proxy_metadata(result.fetched.attempts),
         **selector_change_metadata(result.heal.as_dict()),
         **set_metadata(result.summary),
     }
+
+
+def proxy_metadata(attempts: Any) -> dict[str, Any]:
+    """The proxy (its shown name) that carried the page, when the contract has proxies."""
+    proxy = attempts[-1].get("proxy") if attempts else None
+    return {"proxy": proxy} if proxy else {}
 
 
 def set_metadata(summary: dict[str, Any] | None) -> dict[str, Any]:

@@ -205,6 +205,7 @@ class ChunkTally:
     failures: list[dict[str, str]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     causes: list[dict[str, Any]] = field(default_factory=list)  # each failed target's FetchFailure, plain
+    proxies: list[dict[str, Any]] = field(default_factory=list)  # each proxy's health when the chunk ended
 
     def fetch_failures(self) -> list[FetchFailure]:
         return [FetchFailure(**cause) for cause in self.causes]
@@ -254,12 +255,39 @@ def scrape_chunk(context: dg.OpExecutionContext, loaded: LoadedContract, targets
     stats, summary = runner.stats, runner.summary()
     if summary.targets_failed:
         context.log.warning(summary.line())  # each cause once, however many targets it failed
+    for proxy in runner.proxies:  # a quarantined proxy is worth a line: its share went to the others
+        if proxy["quarantined"]:
+            context.log.warning(f"proxy {proxy['proxy']} ended the run quarantined ({proxy['failures']} of "
+                                f"{proxy['requests']} requests failed); its requests went through the others")
     if refused:  # one line, not one per target: each line is an event in the run's log
         context.log.warning(f"{len(refused)} target(s) not scraped by this run (see the batch summary's "
                             f"skipped), e.g. {refused[0]}")
     tally.seconds, tally.counts = stats.seconds, dict(stats.counts)
     tally.causes = [{k: v for k, v in asdict(f).items() if k != "attempts"} for f in runner.failures]
+    tally.proxies = list(runner.proxies)
     return tally
+
+
+def proxy_health(tallies: Sequence[ChunkTally]) -> list[dict[str, Any]]:
+    """Each proxy's health over the run's chunks (each chunk's fetching process kept a pool of its own): the
+    counts added up; quarantined when a chunk ended with it quarantined; its worst score and latency."""
+    if len(tallies) == 1:
+        return tallies[0].proxies
+    merged: dict[str, dict[str, Any]] = {}
+    for tally in tallies:
+        for proxy in tally.proxies:
+            seen = merged.get(proxy["proxy"])
+            if seen is None:
+                merged[proxy["proxy"]] = dict(proxy)
+                continue
+            for key in ("requests", "failures", "quarantines", "rechecks"):
+                seen[key] += proxy[key]
+            seen["quarantined"] = seen["quarantined"] or proxy["quarantined"]
+            seen["score"] = min(seen["score"], proxy["score"])
+            for key in ("latency_ms", "recheck_in_s"):
+                values = [v for v in (seen[key], proxy[key]) if v is not None]
+                seen[key] = max(values) if values else None
+    return list(merged.values())
 
 
 def summary_observation(loaded: LoadedContract, project_store: ProjectStore, run_id: str, plan_skipped: list[dict],
@@ -277,6 +305,7 @@ def summary_observation(loaded: LoadedContract, project_store: ProjectStore, run
             counts[kind] = counts.get(kind, 0) + count
     total = sum(counts.values())
     summary = summarise(total, counts, [f for t in tallies for f in t.fetch_failures()])
+    proxies = proxy_health(tallies)
     return dg.AssetObservation(asset_key=candidate_key(loaded.contract.name), metadata={
         "stage": Stage.BATCH_SUMMARY.value, "targets": targets, "seconds": round(seconds, 3),
         "pages_per_second": round(total / seconds if seconds > 0 else 0.0, 1),
@@ -287,6 +316,7 @@ def summary_observation(loaded: LoadedContract, project_store: ProjectStore, run
         "failure_causes": dg.MetadataValue.json([c.as_dict() for c in summary.causes]),
         "skipped": dg.MetadataValue.json(plan_skipped + [s for t in tallies for s in t.skipped]),
         **provider.spend_metadata(loaded, project_store, run_id),
+        **({"proxies": dg.MetadataValue.json(proxies)} if proxies else {}),
     })
 
 

@@ -116,6 +116,7 @@ class BatchRunner:
         self.jobs = jobs  # the provider adapter's job book (adapters/fetch/provider), for the fetcher
         self.stats = BatchStats()
         self.failures: list[FetchFailure] = []
+        self.proxies: list[dict[str, object]] = []  # each proxy's health when the fetching ended (no secret)
         # the leases' holder: the run, or one attempt at one chunk step of it (defs/leases.py, chunk_holder)
         self.leases = BatchLeases(store, self.contract.name, holder or run_id, leases.duration_for(fetch_settings),
                                   ended)
@@ -230,6 +231,8 @@ class BatchRunner:
                     finished[parsers] = "every batch worker stopped before its pages were parsed"
             if isinstance(item, Done):
                 finished[item.worker] = item.error
+                if item.proxies:
+                    self.proxies = [dict(p) for p in item.proxies]
             elif item is not None:
                 for one in item:
                     seen.add(one.target.partition)

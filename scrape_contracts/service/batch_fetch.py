@@ -61,13 +61,14 @@ def fetch_main(job: FetchJob, pages: Any, results: Any, owner: Any = None) -> No
     ``owner``: as for the parse workers (``batch_worker.watch_owner``), it ends with the run's process."""
     watch_owner(owner)
     error = None
+    fetching = Fetching(job, pages)
     try:
-        asyncio.run(Fetching(job, pages).run())
+        asyncio.run(fetching.run())
     except BaseException as exc:  # noqa: BLE001 (reported to the run, which records the targets as failed)
         error = f"{type(exc).__name__}: {exc}"
     for _ in range(job.parsers):
         pages.put(None)
-    results.put(Done(job.index, error))
+    results.put(Done(job.index, error, tuple(fetching.proxy_health)))
 
 
 class Fetching:
@@ -78,6 +79,8 @@ class Fetching:
         self._outbox: list[tuple[BatchTarget, Any, Previous | None]] = []
         self._sender = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pages")
         self._sending: set[asyncio.Future[None]] = set()
+        self.proxy_health: list[dict[str, object]] = []  # each proxy's, once the fetching ended
+        self._http: Any = None  # the run's HTTP fetcher, which keeps the proxies' health
 
     def _fetcher(self, pacer: AsyncPacer) -> tuple[Any, bool]:
         """The run's fetcher, and whether it takes its turns per attempt (else: one turn per target)."""
@@ -90,6 +93,7 @@ class Fetching:
         fetcher = async_fetcher_for(job.fetch_settings, loaded.base_dir, max_connections=job.max_connections,
                                     pacer=pacer, jobs=job.jobs)
         paced = isinstance(fetcher, AsyncHttpFetcher) or job.fetch_settings.adapter == "fixture"
+        self._http = fetcher if isinstance(fetcher, AsyncHttpFetcher) else None
         if loaded.contract.is_list:  # every page of a target, found with the item selector in force
             from scrape_contracts.adapters.fetch.paging import paged
             from scrape_contracts.service.lists import item_selector
@@ -130,6 +134,8 @@ class Fetching:
             if self._sending:
                 await asyncio.gather(*self._sending, return_exceptions=True)
             self._sender.shutdown(wait=True)
+            if self._http is not None:
+                self.proxy_health = self._http.proxy_health()
             await fetcher.aclose()
             if budgets is not None:
                 pacer.close()

@@ -40,6 +40,7 @@ class BatchTarget:
 class Done:
     worker: int
     error: str | None = None
+    proxies: tuple[dict[str, object], ...] = ()  # the fetching process's: each proxy's health at the end
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ class ContractHealth:
     indeterminate: int = 0
     provider_spend_today: float | None = None  # what its provider jobs cost since 00:00 UTC
     budget_paused: str | None = None  # the contract is paused for its cost budget: why
+    # contracts with fetch.proxies: each proxy's health at the end of the last batched run that used them
+    proxies: tuple[dict, ...] = ()
 
     def as_dict(self) -> dict:
         return asdict(self)

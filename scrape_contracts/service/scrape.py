@@ -105,6 +105,7 @@ def observe_page(loaded: LoadedContract, partition: str, url: str, page: Any, pr
         "bytes": len(page.html.encode("utf-8")) if page.html else 0, "page_sha256": page_sha,
         "encoding": page.encoding, "attempts": list(attempts), "not_modified": bool(page.not_modified),
         "unchanged_content": bool(unchanged), **({"requests_refused": refused} if refused else {}),
+        **({"proxy": page.proxy} if getattr(page, "proxy", None) else {}),
     })
     # validators are remembered only when this page is accepted (see ProjectStore.accept): a rejected page
     # must not turn the next run into a 304 "unchanged"

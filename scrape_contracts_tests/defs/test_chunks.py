@@ -119,3 +119,21 @@ def test_component_attributes_choose_chunks_and_celery(tmp_path: Path, monkeypat
     config = execution.default_value["config"]
     assert config["broker"] == "pyamqp://guest@rabbit:5672//"
     assert config["config_source"]["task_acks_late"] and config["config_source"]["task_reject_on_worker_lost"]
+
+
+def test_each_proxys_health_is_summed_over_the_chunks_that_used_it() -> None:
+    from scrape_contracts.defs.batch import ChunkTally, proxy_health
+
+    def health(name: str, requests: int, failures: int, quarantined: bool, score: float,
+               latency: float | None) -> dict:
+        return {"proxy": name, "requests": requests, "failures": failures, "quarantined": quarantined,
+                "quarantines": int(quarantined), "rechecks": 0, "score": score, "latency_ms": latency,
+                "recheck_in_s": 5.0 if quarantined else None}
+
+    one = ChunkTally(proxies=[health("a", 10, 0, False, 0.9, 20.0), health("b", 4, 3, True, 0.1, None)])
+    two = ChunkTally(proxies=[health("a", 6, 1, False, 0.7, 35.0), health("b", 5, 0, False, 0.8, 50.0)])
+    merged = {p["proxy"]: p for p in proxy_health([one, two])}
+    assert (merged["a"]["requests"], merged["a"]["failures"], merged["a"]["score"], merged["a"]["latency_ms"]) == \
+        (16, 1, 0.7, 35.0)
+    assert merged["b"]["quarantined"] and merged["b"]["quarantines"] == 1 and merged["b"]["requests"] == 9
+    assert proxy_health([one]) == one.proxies

@@ -5,15 +5,25 @@ from __future__ import annotations
 import functools
 import ssl
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from scrape_contracts.adapters.fetch.body import ACCEPT_ENCODING
-from scrape_contracts.adapters.fetch.policy import FetchPolicy, retry_after_seconds
+from scrape_contracts.adapters.fetch.cookies import NoCookies, Sessions
+from scrape_contracts.adapters.fetch.policy import Exchange, FetchPolicy, retry_after_seconds
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.netguard import AddressGuard, Resolver
+from scrape_contracts.adapters.proxies import Fault, ProxyChoice, ProxyEndpoint, ProxyPool
+from scrape_contracts.adapters.robots import host_key
+
+class ProxyRefused(httpx.ProxyError):
+    """The proxy itself said no (407): its fault, named, already worded for the contract's author."""
+
+
+# answers a forward proxy gives when it, not the site, could not do its part
+_GATEWAY_STATUSES = frozenset({502, 504})
 
 
 @functools.cache
@@ -22,25 +32,14 @@ def default_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-class _Cookies(httpx.Cookies):
-    """The client's cookie jar, which reads a response only when it sets a cookie.
-
-    httpx hands every response to the jar, which wraps it and its request in urllib objects to look for
-    Set-Cookie headers: 7% of an async fetch's CPU on pages that set none. The jar keeps and sends the
-    cookies a site sets exactly as before; a response without Set-Cookie or Set-Cookie2 would add none.
-    """
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        headers = response.headers
-        if "set-cookie" in headers or "set-cookie2" in headers:
-            super().extract_cookies(response)
-
-
 class HttpFetcherBase:
     """Settings of an HTTP fetcher. ``sleep``, ``clock`` (monotonic) and ``wall_clock`` (for Retry-After
     dates) are injectable so tests can observe waits instead of waiting; ``max_connections`` sizes the
     connection pool. ``pacer``: the hosts' budgets each attempt waits its turn with (adapters/fetch/pace.py;
-    none: no limit but the pool); ``robots_agent``: obey robots.txt for this user agent (none: not read)."""
+    none: no limit but the pool); ``robots_agent``: obey robots.txt for this user agent (none: not read).
+    ``proxies``: every request goes through one of them (adapters/proxies.py: rotation, ``sticky_proxy`` per
+    site host, quarantine and a re-check after ``proxy_recheck_s``); ``sessions``: the cookie jars per site
+    host (default: keep what each host sets, for this fetcher's life)."""
 
     @staticmethod
     def _default_sleep(seconds: float) -> Any:
@@ -68,6 +67,10 @@ class HttpFetcherBase:
         keep_body: bool = False,
         pacer: Any = None,
         robots_agent: str | None = None,
+        proxies: Sequence[ProxyEndpoint] = (),
+        sticky_proxy: bool = False,
+        proxy_recheck_s: float = 30.0,
+        sessions: Sessions | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -82,7 +85,8 @@ class HttpFetcherBase:
             headers=caller_headers,
             # ``secrets``: values substituted into the headers (see fetcher_for); listed on their own so a
             # short token inside "Bearer <token>" is scrubbed even when a server echoes only the token
-            scrub=Scrubber([*caller_headers.values(), *secrets]),
+            scrub=Scrubber([*caller_headers.values(), *secrets,
+                            *(v for p in proxies for v in (p.username, p.password) if v)]),
             clock=clock,
             wall_clock=wall_clock,
             keep_body=keep_body,
@@ -91,6 +95,9 @@ class HttpFetcherBase:
         self.max_connections = max_connections
         self.pacer = pacer
         self.robots_agent = robots_agent
+        self.proxies = ProxyPool(proxies, sticky=sticky_proxy, recheck_s=proxy_recheck_s, clock=clock) \
+            if proxies else None
+        self.sessions = sessions or Sessions()
         self._robots: dict[str, Any] = {}  # host → its rules (a future of them, in the async fetcher)
         self._clock = clock
         self._sleep = sleep or self._default_sleep
@@ -100,9 +107,8 @@ class HttpFetcherBase:
             resolver=self._guard_resolver(resolver),
         )
         # trust_env=False: proxy variables and ~/.netrc must not silently change where requests go
-        # (the address guard checks the target, not a proxy) or add credentials.
-        self._client = self._open_client(
-            max_connections,
+        # (the address guard checks the target; the contract names its proxies) or add credentials.
+        options = dict(
             timeout=httpx.Timeout(timeout_s),
             follow_redirects=False,
             trust_env=False,
@@ -112,23 +118,70 @@ class HttpFetcherBase:
                 "Accept-Encoding": ACCEPT_ENCODING,
             },
         )
+        # one client per proxy (a client has one transport), else one to the sites: None
+        self._clients: dict[str | None, Any] = {
+            p.name: self._open_proxy_client(p, max_connections, **options) for p in proxies
+        } if proxies else {None: self._open_client(max_connections, **options)}
+        self._client = next(iter(self._clients.values()))
+        for client in self._clients.values():
+            # the fetcher's Sessions keep the cookies, whichever client carried the answer that set them
+            client._cookies = NoCookies()
 
-        # (httpx keeps the jar in ``_cookies`` and reads it through the ``cookies`` property: if a release
-        # renamed it, this would only be slower again, never send or keep other cookies)
-        self._client._cookies = _Cookies(self._client.cookies)
+    def _route(self, exchange: Exchange) -> tuple[Any, ProxyChoice | None]:
+        """The client for this attempt, and the proxy carrying it (recorded on the attempt)."""
+        if self.proxies is None:
+            return self._clients[None], None
+        choice = self.proxies.choose(host_key(exchange.url))
+        exchange.via(choice.name)
+        return self._clients[choice.name], choice
 
-    def _give_back(self, ticket: Any, answer: Any) -> None:  # None: what the caller holds now
-        """An attempt's slot back to the pacer, with what it learnt of the host (status, Retry-After)."""
+    def _proxy_failure(self, choice: ProxyChoice, exc: Exception) -> tuple[Fault, Exception]:
+        """What ``exc`` says of the proxy, and the error the policy is given: the proxy's own failures become
+        ``httpx.ProxyError`` naming it (the policy retries them at once, through another proxy)."""
+        name = choice.name
+        if isinstance(exc, ProxyRefused):
+            return Fault.HARD, exc
+        if isinstance(exc, httpx.ProxyError):  # its answer to CONNECT
+            hard = str(exc).startswith("407")
+            return (Fault.HARD if hard else Fault.SOFT), httpx.ProxyError(
+                f"proxy {name} refused the tunnel: {exc}")
+        if isinstance(exc, httpx.ConnectError):  # the only connection made is to the proxy
+            return Fault.HARD, httpx.ProxyError(f"proxy {name} could not be reached: {exc}")
+        if isinstance(exc, httpx.TransportError):
+            return Fault.SOFT, exc
+        return Fault.NONE, exc
+
+    def _proxy_answer(self, choice: ProxyChoice, status: int) -> Fault:
+        if status == 407:
+            raise ProxyRefused(f"proxy {choice.name} answered 407 Proxy Authentication Required (check the "
+                                   "environment variables its username_env and password_env name)")
+        return Fault.SOFT if status in _GATEWAY_STATUSES else Fault.NONE
+
+    def _report(self, choice: ProxyChoice | None, fault: Fault, started: float) -> None:
+        # latency is measured, not decided, so it is read on the real clock whatever ``clock`` the run injects
+        if choice is not None and self.proxies is not None:
+            self.proxies.report(choice, fault, time.monotonic() - started)
+
+    def proxy_health(self) -> list[dict[str, object]]:
+        """Per proxy of this fetcher's run: requests, failures, quarantine, score (no credentials)."""
+        return self.proxies.health() if self.proxies is not None else []
+
+    def _give_back(self, ticket: Any, answer: Any, *, about_host: bool = True) -> None:  # None: held now
+        """An attempt's slot back to the pacer, with what it learnt of the host (status, Retry-After);
+        ``about_host`` False: the attempt failed at its proxy, which says nothing of the host."""
         status = getattr(answer, "status", None)
         retry_after = None
         if status in (429, 503):
             retry_after = retry_after_seconds(answer.headers.get("retry-after"), now=self.policy.wall_clock())
-        self.pacer.give_back(ticket, status, retry_after)
+        self.pacer.give_back(ticket, status, retry_after, about_host=about_host)
 
     def _guard_resolver(self, resolver: Callable[[str], Any] | None) -> Resolver | None:
         return resolver
 
     def _open_client(self, max_connections: int, **options: Any) -> Any:
+        raise NotImplementedError
+
+    def _open_proxy_client(self, proxy: ProxyEndpoint, max_connections: int, **options: Any) -> Any:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -138,5 +191,6 @@ class HttpFetcherBase:
             f"{type(self).__name__}(timeout_s={policy.timeout_s}, max_bytes={policy.max_bytes}, "
             f"max_redirects={policy.max_redirects}, retries={policy.retries}, "
             f"deadline_s={policy.deadline_s}, allow_private_addresses={self.allow_private_addresses}, "
-            f"max_connections={self.max_connections}, header_names={sorted(policy.headers)})"
+            f"max_connections={self.max_connections}, header_names={sorted(policy.headers)}, "
+            f"proxies={self.proxies.names if self.proxies else []})"
         )

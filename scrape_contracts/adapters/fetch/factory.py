@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scrape_contracts.adapters.fetch.cookies import Sessions
 from scrape_contracts.adapters.fetch.fixture import FixtureFetcher
 from scrape_contracts.adapters.fetch.http import HttpFetcher
 from scrape_contracts.adapters.fetch.http_async import AsyncHttpFetcher
@@ -16,6 +17,7 @@ from scrape_contracts.adapters.fetch.page import (
 )
 from scrape_contracts.adapters.fetch.secrets import expand_header_values
 from scrape_contracts.adapters.fetch.urls import redact_url
+from scrape_contracts.adapters.proxies import ProxyEndpoint
 from scrape_contracts.contract.paths import confined_problem
 
 if TYPE_CHECKING:
@@ -82,6 +84,9 @@ def _adapter_for(
     problem = expanded.problem()
     if problem:
         return MisconfiguredFetcher(problem)
+    proxies = proxy_endpoints(settings, environ)
+    if isinstance(proxies, str):
+        return MisconfiguredFetcher(proxies)
     return http(
         timeout_s=settings.timeout_s,
         deadline_s=settings.deadline_s,
@@ -93,8 +98,32 @@ def _adapter_for(
         secrets=expanded.secrets,
         user_agent=settings.agent,
         robots_agent=settings.agent if settings.robots == "obey" else None,
+        proxies=proxies,
+        sticky_proxy=settings.sticky,
+        proxy_recheck_s=settings.proxy_recheck_s,
+        sessions=Sessions(keep=settings.sessions, cookies=settings.cookies, host_cookies=settings.host_cookies),
         **options,
     )
+
+
+def proxy_endpoints(settings: FetchSettings, environ: Mapping[str, str] | None) -> list[ProxyEndpoint] | str:
+    """``fetch.proxies`` with their credentials read from the environment, or what stops that (naming the
+    variables, never a value)."""
+    import os
+
+    env = os.environ if environ is None else environ
+    endpoints, unset = [], []
+    for proxy in settings.proxies:
+        username = password = None
+        if proxy.username_env is not None and proxy.password_env is not None:
+            username, password = env.get(proxy.username_env), env.get(proxy.password_env)
+            unset += [f"${{{n}}} for proxy {proxy.label}" for n, v in
+                      ((proxy.username_env, username), (proxy.password_env, password)) if not v]
+        endpoints.append(ProxyEndpoint(proxy.label, proxy.url, username, password))
+    if unset:
+        return (f"environment variable not set or empty: {', '.join(unset)} (set it where the code location "
+                "and its runs execute, or remove username_env/password_env from fetch.proxies)")
+    return endpoints
 
 
 def _provider_for(settings: FetchSettings, environ: Mapping[str, str] | None,

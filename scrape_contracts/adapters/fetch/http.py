@@ -15,7 +15,8 @@ from scrape_contracts.adapters.fetch.page import ClosesOnExit, Page
 from scrape_contracts.adapters.fetch.pace import Ticket
 from scrape_contracts.adapters.fetch.policy import Exchange
 from scrape_contracts.adapters.fetch.steps import CheckAddress, CheckRobots, RobotsRefusal, Sleep, Turn
-from scrape_contracts.adapters.fetch.transport import SyncTransport
+from scrape_contracts.adapters.fetch.transport import ProxyTransport, SyncTransport
+from scrape_contracts.adapters.proxies import Fault, ProxyEndpoint
 from scrape_contracts.adapters.robots import host_key, robots_url, rules_from
 
 
@@ -24,13 +25,22 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
 
     _default_sleep = staticmethod(time.sleep)
 
-    def _open_client(self, max_connections: int, **options: Any) -> httpx.Client:
+    def __init__(self, **options: Any) -> None:
         self._robots_lock = threading.Lock()
+        super().__init__(**options)
+
+    def _open_client(self, max_connections: int, **options: Any) -> httpx.Client:
         transport = SyncTransport(max_connections=max_connections, ssl_context=default_ssl_context())
         return httpx.Client(transport=transport, **options)
 
+    def _open_proxy_client(self, proxy: ProxyEndpoint, max_connections: int, **options: Any) -> httpx.Client:
+        transport = ProxyTransport(proxy.url, username=proxy.username, password=proxy.password,
+                                   max_connections=max_connections, ssl_context=default_ssl_context())
+        return httpx.Client(transport=transport, **options)
+
     def close(self) -> None:
-        self._client.close()
+        for client in self._clients.values():
+            client.close()
 
     def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
         return self._fetch(url, etag, last_modified, self.robots_agent is not None)
@@ -45,12 +55,15 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
                     held = self._give_back(held, None)
                 with plan.capture():
                     if isinstance(step, Exchange):
-                        answer = None
+                        answer, about_host = None, True
                         try:
                             answer = plan.result = self._exchange(step)
+                        except httpx.ProxyError:
+                            about_host = False  # the proxy failed, not the host
+                            raise
                         finally:
                             if held is not None:
-                                held = self._give_back(held, answer)
+                                held = self._give_back(held, answer, about_host=about_host)
                     elif isinstance(step, Turn):
                         host = host_key(step.url)
                         if self.pacer is not None:
@@ -89,13 +102,34 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
         return rules.refusal(url, self.robots_agent)
 
     def _exchange(self, exchange: Exchange) -> Any:
-        request = self._client.stream("GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout)
-        pinned = pinned_to(exchange.url, exchange.addresses)
-        with deadline_within(exchange.budget_s), pinned, request as response:
-            if exchange.start(response.status_code, response.reason_phrase, response.headers):
-                for chunk in response.iter_raw():
-                    exchange.feed(chunk)
-            elif exchange.drain:
-                for _ in response.iter_raw():
-                    pass
-        return exchange.finish()
+        client, proxy = self._route(exchange)
+        request = client.build_request("GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout)
+        self.sessions.prepare(request)
+        # through a proxy, the only connection is to the proxy: the contract names it, so it is trusted as named
+        pinned = pinned_to(exchange.url, exchange.addresses if proxy is None else None)
+        started, fault = time.monotonic(), Fault.NONE
+        try:
+            with deadline_within(exchange.budget_s), pinned:
+                response = client.send(request, stream=True)
+                try:
+                    self.sessions.learn(response)
+                    if proxy is not None:
+                        fault = self._proxy_answer(proxy, response.status_code)
+                    if exchange.start(response.status_code, response.reason_phrase, response.headers):
+                        for chunk in response.iter_raw():
+                            exchange.feed(chunk)
+                    elif exchange.drain:
+                        for _ in response.iter_raw():
+                            pass
+                finally:
+                    response.close()
+            return exchange.finish()
+        except Exception as exc:
+            if proxy is None:
+                raise
+            fault, error = self._proxy_failure(proxy, exc)
+            if error is not exc:
+                raise error from None
+            raise
+        finally:
+            self._report(proxy, fault, started)

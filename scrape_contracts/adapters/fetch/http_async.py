@@ -8,6 +8,7 @@ fetch, not all of them.
 from __future__ import annotations
 
 import asyncio
+import time
 import inspect
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
@@ -23,6 +24,8 @@ from scrape_contracts.adapters.fetch.pace import Ticket
 from scrape_contracts.adapters.fetch.policy import Exchange
 from scrape_contracts.adapters.fetch.steps import CheckAddress, CheckRobots, RobotsRefusal, Sleep, Turn
 from scrape_contracts.adapters.fetch.pool import AsyncPool
+from scrape_contracts.adapters.fetch.transport import AsyncProxyTransport
+from scrape_contracts.adapters.proxies import Fault, ProxyEndpoint
 from scrape_contracts.adapters.netguard import Resolver, system_resolver
 from scrape_contracts.adapters.robots import host_key, robots_url, rules_from
 
@@ -62,8 +65,14 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
         pool = AsyncPool(max_connections=max_connections, ssl_context=default_ssl_context())
         return httpx.AsyncClient(transport=pool, **options)
 
+    def _open_proxy_client(self, proxy: ProxyEndpoint, max_connections: int, **options: Any) -> httpx.AsyncClient:
+        transport = AsyncProxyTransport(proxy.url, username=proxy.username, password=proxy.password,
+                                        max_connections=max_connections, ssl_context=default_ssl_context())
+        return httpx.AsyncClient(transport=transport, **options)
+
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for client in self._clients.values():
+            await client.aclose()
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
         return await self._fetch(url, etag, last_modified, self.robots_agent is not None)
@@ -78,12 +87,15 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
                     held = self._give_back(held, None)
                 with plan.capture():
                     if isinstance(step, Exchange):
-                        answer = None
+                        answer, about_host = None, True
                         try:
                             answer = plan.result = await self._exchange(step)
+                        except httpx.ProxyError:
+                            about_host = False  # the proxy failed, not the host
+                            raise
                         finally:
                             if held is not None:
-                                held = self._give_back(held, answer)
+                                held = self._give_back(held, answer, about_host=about_host)
                     elif isinstance(step, Turn):
                         host = host_key(step.url)
                         if self.pacer is not None:
@@ -142,13 +154,34 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
                 _LOOKED_UP.reset(token)
 
     async def _exchange(self, exchange: Exchange) -> Any:
-        request = self._client.stream("GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout)
-        with deadline_within(exchange.budget_s), pinned_to(exchange.url, exchange.addresses):
-            async with request as response:
-                if exchange.start(response.status_code, response.reason_phrase, response.headers):
-                    async for chunk in response.aiter_raw():
-                        exchange.feed(chunk)
-                elif exchange.drain:
-                    async for _ in response.aiter_raw():
-                        pass
-        return exchange.finish()
+        client, proxy = self._route(exchange)
+        request = client.build_request("GET", exchange.url, headers=exchange.headers, timeout=exchange.timeout)
+        self.sessions.prepare(request)
+        # through a proxy, the only connection is to the proxy: the contract names it, so it is trusted as named
+        pinned = pinned_to(exchange.url, exchange.addresses if proxy is None else None)
+        started, fault = time.monotonic(), Fault.NONE
+        try:
+            with deadline_within(exchange.budget_s), pinned:
+                response = await client.send(request, stream=True)
+                try:
+                    self.sessions.learn(response)
+                    if proxy is not None:
+                        fault = self._proxy_answer(proxy, response.status_code)
+                    if exchange.start(response.status_code, response.reason_phrase, response.headers):
+                        async for chunk in response.aiter_raw():
+                            exchange.feed(chunk)
+                    elif exchange.drain:
+                        async for _ in response.aiter_raw():
+                            pass
+                finally:
+                    await response.aclose()
+            return exchange.finish()
+        except Exception as exc:
+            if proxy is None:
+                raise
+            fault, error = self._proxy_failure(proxy, exc)
+            if error is not exc:
+                raise error from None
+            raise
+        finally:
+            self._report(proxy, fault, started)

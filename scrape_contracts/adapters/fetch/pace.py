@@ -96,10 +96,12 @@ class HostPace:
         """A least interval between starts asked elsewhere (robots.txt Crawl-delay): the slower one wins."""
         self.interval_s = max(self.interval_s, min(interval_s, MAX_HOLD_S))
 
-    def finish(self, now: float, started: float, status: int | None, retry_after_s: float | None = None) -> None:
-        """An attempt that started at ``started`` ended: ``status`` None when no answer came."""
+    def finish(self, now: float, started: float, status: int | None, retry_after_s: float | None = None,
+               *, about_host: bool = True) -> None:
+        """An attempt that started at ``started`` ended: ``status`` None when no answer came; ``about_host``
+        False: it failed at a proxy before reaching the host, which says nothing of the host."""
         self.in_flight -= 1
-        if not self.limits.throttle:
+        if not self.limits.throttle or not about_host:
             return
         if status is None or status in _BACK_OFF_STATUSES:
             self.failing += 1
@@ -242,10 +244,11 @@ class AsyncPacer(_Base):
                 await self.sleep(wait)
         return slot
 
-    def give_back(self, ticket: Ticket, status: int | None, retry_after_s: float | None = None) -> None:
+    def give_back(self, ticket: Ticket, status: int | None, retry_after_s: float | None = None, *,
+                  about_host: bool = True) -> None:
         if ticket.slot is not None and self._shared_calls is not None and self.shared is not None:
             self._shared_calls.submit(self.shared.give_back, ticket.host, ticket.slot)  # in order, after takes
-        self.pace(ticket.host).finish(self.clock(), ticket.started, status, retry_after_s)
+        self.pace(ticket.host).finish(self.clock(), ticket.started, status, retry_after_s, about_host=about_host)
         gate = self._gate(ticket.host)
         gate.freed.set()
         gate.freed = asyncio.Event()
@@ -292,9 +295,11 @@ class SyncPacer(_Base):
                     continue
             self.sleep(wait)
 
-    def give_back(self, ticket: Ticket, status: int | None, retry_after_s: float | None = None) -> None:
+    def give_back(self, ticket: Ticket, status: int | None, retry_after_s: float | None = None, *,
+                  about_host: bool = True) -> None:
         with self._cond:
-            self.pace(ticket.host).finish(self.clock(), ticket.started, status, retry_after_s)
+            self.pace(ticket.host).finish(self.clock(), ticket.started, status, retry_after_s,
+                                          about_host=about_host)
             self._cond.notify_all()
 
     def pause(self, host: str, seconds: float, sleep: Callable[[float], None] | None = None) -> None:

@@ -25,6 +25,11 @@ class Page:
     # (``keep_body``): a gzip sitemap is binary, which ``html`` cannot hold
     body: bytes | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def proxy(self) -> str | None:
+        """The proxy (its shown name, never a credential) that carried the answer, if any."""
+        return self.attempts[-1].get("proxy") if self.attempts else None
+
 
 class FetchError(Exception):
     """kind: timeout | too_large | http_status | blocked_address | too_many_redirects | connection |

@@ -120,6 +120,10 @@ class Exchange:
         self._reader: BodyReader | None = None
         self.drain = False
 
+    def via(self, proxy: str) -> None:
+        """The attempt goes through ``proxy`` (its shown name): recorded with it."""
+        self._record["proxy"] = proxy
+
     def start(self, status: int, reason: str, headers: httpx.Headers) -> bool:
         self._record["status"] = status
         self._answer = Answer(status, reason, headers, None)
@@ -275,6 +279,7 @@ class FetchPolicy:
         retries_done = 0
         wait = 0.0
         while True:
+            at_proxy = False
             if wait:
                 yield Sleep(wait)
             waited = yield Turn(url)
@@ -301,6 +306,10 @@ class FetchPolicy:
                 # usually a body cut off in transit, so treated like a broken connection
                 kind = "connection"
                 record["error"] = self.scrub(f"failed: body could not be decompressed: {exc}")
+            except httpx.ProxyError as exc:
+                # the proxy failed, not the site: the next attempt goes through another one, at once
+                kind, at_proxy = "connection", True
+                record["error"] = self.scrub(f"connection failed: {exc}")
             except (httpx.TransportError, ResolutionFailed) as exc:
                 kind = "connection"
                 record["error"] = self.scrub(f"connection failed: {type(exc).__name__}: {exc}")
@@ -326,6 +335,8 @@ class FetchPolicy:
                 retry_after = retry_after_seconds(answer.headers.get("retry-after"), now=self.wall_clock())
             if retry_after is not None:
                 wait = retry_after
+            elif at_proxy:
+                wait = 0.0
             else:
                 wait = min(self.backoff_s * 2**retries_done, MAX_BACKOFF_S)
             if state.elapsed() + wait > self.deadline_s:

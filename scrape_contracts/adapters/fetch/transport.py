@@ -1,17 +1,22 @@
 """httpx transports over httpcore with a network backend of our choosing (``deadline``), which
-``httpx.HTTPTransport`` does not let us pass; and the httpcore-to-httpx error mapping they share."""
+``httpx.HTTPTransport`` does not let us pass; and the httpcore-to-httpx error mapping they share.
+
+``SyncTransport`` connects to the sites; ``ProxyTransport`` / ``AsyncProxyTransport`` go through one forward
+proxy (httpcore's proxy pools: absolute-form requests for http:// targets, CONNECT for https://), one per
+proxy of a contract (adapters/proxies.py).
+"""
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpcore
 import httpx
 
-from scrape_contracts.adapters.fetch.deadline import DeadlineBackend
+from scrape_contracts.adapters.fetch.deadline import AsyncDeadlineBackend, DeadlineBackend
 
 # httpcore's exceptions as httpx raises them, most specific first (the names match one to one)
 _EXCEPTIONS: tuple[tuple[type[Exception], type[Exception]], ...] = (
@@ -28,6 +33,7 @@ _EXCEPTIONS: tuple[tuple[type[Exception], type[Exception]], ...] = (
     (httpcore.LocalProtocolError, httpx.LocalProtocolError),
     (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
     (httpcore.ProtocolError, httpx.ProtocolError),
+    (httpcore.ProxyError, httpx.ProxyError),
 )
 
 
@@ -94,3 +100,54 @@ class SyncTransport(httpx.BaseTransport):
 
     def close(self) -> None:
         self._pool.close()
+
+
+class _AsyncBody(httpx.AsyncByteStream):
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with as_httpx_errors():
+            async for part in self._stream:
+                yield part
+
+    async def aclose(self) -> None:
+        with as_httpx_errors():
+            await self._stream.aclose()
+
+
+def _proxy_options(url: str, username: str | None, password: str | None) -> dict[str, Any]:
+    return {"proxy_url": url, "proxy_auth": (username, password or "") if username is not None else None}
+
+
+class ProxyTransport(SyncTransport):
+    """``SyncTransport`` through the forward proxy at ``url`` (no credentials in it; ``username`` and
+    ``password`` go in Proxy-Authorization)."""
+
+    def __init__(self, url: str, *, username: str | None, password: str | None, max_connections: int,
+                 ssl_context: ssl.SSLContext, keepalive_expiry: float = 5.0) -> None:
+        self._pool = httpcore.HTTPProxy(
+            **_proxy_options(url, username, password), ssl_context=ssl_context, max_connections=max_connections,
+            max_keepalive_connections=max_connections, keepalive_expiry=keepalive_expiry,
+            network_backend=DeadlineBackend())
+
+
+class AsyncProxyTransport(httpx.AsyncBaseTransport):
+    """``ProxyTransport`` for the async fetcher. httpcore's own pool, not ``AsyncPool``: one proxy carries a
+    share of a run's requests, so its cost per request (it grows with the connections) is paid on fewer."""
+
+    def __init__(self, url: str, *, username: str | None, password: str | None, max_connections: int,
+                 ssl_context: ssl.SSLContext, keepalive_expiry: float = 5.0) -> None:
+        self._pool = httpcore.AsyncHTTPProxy(
+            **_proxy_options(url, username, password), ssl_context=ssl_context, max_connections=max_connections,
+            max_keepalive_connections=max_connections, keepalive_expiry=keepalive_expiry,
+            network_backend=AsyncDeadlineBackend())
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        with as_httpx_errors():
+            response = await self._pool.handle_async_request(core_request(request))
+        return httpx.Response(status_code=response.status, headers=response.headers,
+                              stream=_AsyncBody(response.stream), extensions=response.extensions)
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()

@@ -28,7 +28,8 @@ def _closed_port() -> int:
 def test_a_submit_that_never_left_is_not_sent_and_one_whose_answer_was_lost_is_unanswered() -> None:
     with FixtureSite() as site, StandInProvider(token="secret-token-123456") as provider:
         site.set_page("/p/1", "<html><h1>one</h1></html>")
-        client = ProviderClient(provider.url, "secret-token-123456", timeout_s=0.5)
+        # patient: a loaded machine may take seconds to answer; only the stalled poll below waits out a timeout
+        client = ProviderClient(provider.url, "secret-token-123456", timeout_s=60)
         submitted = client.submit(site.url("/p/1"), "c/p1")
         assert submitted.job_id == "job-000001" and submitted.cost == 0.01
         status = client.status(submitted.job_id)
@@ -40,8 +41,8 @@ def test_a_submit_that_never_left_is_not_sent_and_one_whose_answer_was_lost_is_u
             client.submit(site.url("/p/1"), "c/p1")
         assert len(provider.jobs) == 2  # the provider made the job whose answer was lost
         provider.stall_polls = 1
-        with pytest.raises(Unanswered):
-            client.status(submitted.job_id)
+        with pytest.raises(Unanswered):  # the stall answers never: any timeout fires, a short one sooner
+            ProviderClient(provider.url, "secret-token-123456", timeout_s=0.5).status(submitted.job_id)
         with pytest.raises(ProviderError) as unknown:
             client.status("job-999999")
         assert unknown.value.status == 404

@@ -193,7 +193,7 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
         ended=run_ended(context.instance),
         jobs=provider.job_book(loaded, project_store, context.run, {t.partition: t.url for t in targets}),
     )
-    failed_before = project_store.failed_checks(name, [t.partition for t in targets])
+    failed_before: dict[str, set[str]] | None = None  # read once the runner's thread is at work
     context.log.info(f"scraping {len(targets)} target(s) of {name} ({len(skipped)} skipped)")
     unchanged: list[str] = []
     failures: list[dict[str, str]] = []
@@ -203,6 +203,8 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
     # the next chunk is committed (service/batch.py) while this one's events are written (service/ahead.py)
     for chunk in ahead(runner.run(targets), name=f"{name}-commits"):
         materialisations: list[Any] = []
+        if failed_before is None:
+            failed_before = project_store.failed_checks(name, [t.partition for t in targets])
         for outcome in chunk:
             progress.add(outcome)
             mats, others = _target_events(loaded, outcome, checks, failed_before)

@@ -131,6 +131,7 @@ class PssSampler(threading.Thread):
         self.interval = interval
         self.peak_kb = 0
         self.largest_kb = 0
+        self.cpu: dict[tuple[int, str], tuple[str, float]] = {}  # (pid, start) → (role, CPU seconds last seen)
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -145,6 +146,20 @@ class PssSampler(threading.Thread):
         # them once per process
         self.peak_kb = max(self.peak_kb, sum(_pss_kb(pid) for pid in pids))
         self.largest_kb = max([self.largest_kb, *(_status_kb(pid, "VmHWM") for pid in pids)])
+        for pid in pids:
+            seen = _cpu_seconds(pid)
+            if seen is not None:
+                self.cpu[(pid, seen[0])] = (_role(pid, self.root), seen[1])
+
+    def cpu_line(self) -> str:
+        """CPU seconds of each process seen (user + system, as last sampled: the last interval of a process
+        may be missed), by role in order of start: what the command cost the machine, beside its wall-clock."""
+        by_role: dict[str, list[float]] = {}
+        for (_, _), (role, seconds) in sorted(self.cpu.items(), key=lambda kv: int(kv[0][1])):
+            by_role.setdefault(role, []).append(seconds)
+        total = sum(s for values in by_role.values() for s in values)
+        return f"CPU {total:.1f}s: " + ", ".join(
+            f"{role} " + "+".join(f"{s:.1f}" for s in values) for role, values in by_role.items())
 
     def stop(self) -> int:
         self._stop_event.set()
@@ -158,6 +173,34 @@ def _cmdline(pid: int) -> str:
             return fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> tuple[str, float] | None:
+    """(start time in ticks, user + system CPU seconds) of ``pid``."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return fields[19], (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _role(pid: int, root: int) -> str:
+    if pid == root:
+        return "command"
+    line = _cmdline(pid)
+    if "multiprocessing.forkserver" in line:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            parent = 0
+        # the forkserver's children are the parse workers and the fetching process (started last)
+        return "workers" if "multiprocessing.forkserver" in _cmdline(parent) else "forkserver"
+    return "other"
 
 
 def _pss_kb(pid: int) -> int:

@@ -132,11 +132,16 @@ def write_contract(site: Site, urls: list[str], folder: Path) -> int:
     return len(targets)
 
 
+LAST_SPAN: list[float] = [0.0, 0.0]  # the last timed command's start and end, on the server's clock
+
+
 def timed(command: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> float:
     started = time.monotonic()
+    LAST_SPAN[:] = [started, started]
     with log.open("a") as out:
         done = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     took = time.monotonic() - started
+    LAST_SPAN[1] = started + took
     if done.returncode != 0:  # 1: some target failed, said in the summary
         tail = "\n".join(log.read_text().splitlines()[-int(os.environ.get("POLITE_LOG_LINES", "6")):])
         print(f"  {Path(command[0]).name} exited {done.returncode}:\n{textwrap.indent(tail, '  | ')}", flush=True)
@@ -246,10 +251,17 @@ def main() -> int:
             seen = [s for s in server.seen if s.path != "/robots.txt"]
             # when the site saw its last page asked: the rest of the command is recording and its own start/end
             fetching = max(s.end for s in seen) - min(s.start for s in seen) if seen else 0.0
+            # the command's fixed costs: from its start to the site's first request (robots.txt included), and
+            # from the site's last answer to the command's end
+            every = server.seen
+            lead = min(s.start for s in every) - LAST_SPAN[0] if every else 0.0
+            tail = LAST_SPAN[1] - max(s.end for s in every) if every else 0.0
             rows.append({"path": label, "seconds": round(took, 2), "efficiency": round(bound / took, 3),
-                         "pages": got, "max_in_flight_per_host": peak, "fetching_s": round(fetching, 2)})
+                         "pages": got, "max_in_flight_per_host": peak, "fetching_s": round(fetching, 2),
+                         "start_to_first_request_s": round(lead, 2), "last_answer_to_end_s": round(tail, 2)})
             print(f"{label:<40} {took:7.2f}s  efficiency {bound / took:5.3f}  pages {got}/{total}  max in flight "
-                  f"per host {peak}  (first to last request {fetching:.2f}s)", flush=True)
+                  f"per host {peak}  (first to last request {fetching:.2f}s; start to first request {lead:.2f}s, "
+                  f"last answer to end {tail:.2f}s)", flush=True)
             server.reset()
 
         if not args.skip_product:

@@ -326,6 +326,7 @@ def batched_sweep(label: str, instance_env: InstanceEnv, contracts_dir: Path, ke
              f"  load average before {load_before}, after {load_average()}",
              f"  {len(run_lines)} run(s); " + (span.describe() if span else "no run times recorded")
              + f"; largest process {sampler.largest_kb / 1024:.0f} MB",
+             f"  {sampler.cpu_line()}",
              *(f"  | {line}" for line in shown), *(f"  wrong: {w}" for w in wrong)]
     return Row(label, len(truth), seconds, peak_kb / 1024 if peak_kb else None, correct, total, notes)
 

@@ -134,6 +134,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     import uuid
     import warnings
 
+    if args.contracts_dir:
+        # the runs (here, or the daemon's code server for --queue) read the contracts from here
+        os.environ["SCRAPE_CONTRACTS_DIR"] = str(Path(args.contracts_dir).resolve())
+    if not args.queue and not args.partition:
+        from scrape_contracts import settings
+
+        if settings.parse_workers() > 0:  # batched runs in this process: their workers' forkserver starts now
+            from scrape_contracts.service.forkserver import start_forkserver
+
+            start_forkserver()
+
     import dagster as dg
 
     from scrape_contracts.defs import launching
@@ -142,9 +153,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     loaded = common.contract(args, args.contract)
     contract = loaded.contract
     instance = common.instance()
-    if args.contracts_dir:
-        # the runs (here, or the daemon's code server for --queue) read the contracts from here
-        os.environ["SCRAPE_CONTRACTS_DIR"] = str(Path(args.contracts_dir).resolve())
     keys: list[str] = []
     if args.partition:
         known = partitions_for(contract).get_partition_keys(dynamic_partitions_store=instance)

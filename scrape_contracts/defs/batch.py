@@ -35,7 +35,8 @@ from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.checks import aimed_at_latest, check_metadata, contract_check_names
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
-from scrape_contracts.service.batch import BatchRunner, BatchSettings, BatchTarget, TargetOutcome
+from scrape_contracts.service.ahead import ahead
+from scrape_contracts.service.batch import BatchRunner, BatchSettings, BatchStats, BatchTarget, TargetOutcome
 from scrape_contracts.service.batch_summary import summarise
 from scrape_contracts.defs.leases import run_ended
 from scrape_contracts.service.records import FetchFailure, Refusal, Stage
@@ -228,13 +229,18 @@ def scrape_chunk(context: dg.OpExecutionContext, loaded: LoadedContract, targets
         jobs=provider.job_book(loaded, project_store, context.run, {t.partition: t.url for t in targets}),
         holder=holder,
     )
-    failed_before = project_store.failed_checks(name, [t.partition for t in targets])
+    failed_before: dict[str, set[str]] | None = None  # read once the runner's thread is at work
     tally = ChunkTally(targets=len(targets), started=time.time())
     refused: list[str] = []
     last_progress = time.monotonic()
-    for chunk in runner.run(targets):
+    progress = BatchStats()  # this thread's count: the runner's own is written by the thread that commits
+    # the next chunk is committed (service/batch.py) while this one's events are written (service/ahead.py)
+    for chunk in ahead(runner.run(targets), name=f"{name}-commits"):
         materialisations: list[Any] = []
+        if failed_before is None:
+            failed_before = project_store.failed_checks(name, [t.partition for t in targets])
         for outcome in chunk:
+            progress.add(outcome)
             mats, others = _target_events(loaded, outcome, checks, failed_before)
             materialisations += mats
             yield from aimed_at_latest(context.instance, others)
@@ -246,12 +252,11 @@ def scrape_chunk(context: dg.OpExecutionContext, loaded: LoadedContract, targets
                 tally.skipped.append({"partition": outcome.partition, "reason": outcome.refusal.message})
                 refused.append(outcome.refusal.message)
         yield from materialisations
-        stats = runner.stats
         # each line is an event in the run's log (10 ms or so): one a second says as much as one a chunk
-        if time.monotonic() - last_progress >= _PROGRESS_EVERY_S or stats.total == len(targets):
+        if time.monotonic() - last_progress >= _PROGRESS_EVERY_S or progress.total == len(targets):
             last_progress = time.monotonic()
-            context.log.info(f"{stats.total}/{len(targets)} targets done ({stats.pages_per_second:.1f}/s): "
-                             + ", ".join(f"{k} {v}" for k, v in sorted(stats.counts.items())))
+            context.log.info(f"{progress.total}/{len(targets)} targets done ({progress.pages_per_second:.1f}/s): "
+                             + ", ".join(f"{k} {v}" for k, v in sorted(progress.counts.items())))
     stats, summary = runner.stats, runner.summary()
     if summary.targets_failed:
         context.log.warning(summary.line())  # each cause once, however many targets it failed

@@ -44,8 +44,9 @@ from scrape_contracts.service.records import (
     FetchFailure, LeaseRefusal, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
 )
 from scrape_contracts.service.batch_fetch import FetchJob, fetch_main
+from scrape_contracts.service.forkserver import worker_context
 from scrape_contracts.service.batch_worker import (
-    BatchTarget, Done, Item, ParseJob, failure_item, worker_context, worker_main,
+    BatchTarget, Done, Item, ParseJob, failure_item, worker_main,
 )
 
 

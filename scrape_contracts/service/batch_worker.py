@@ -4,7 +4,6 @@ results back to the run's process (service/batch.py), which heals, records and r
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import queue
 import threading
@@ -163,18 +162,6 @@ class Parser:
 
 
 # ---- the runner: the run's own process ------------------------------------------------------------------
-def worker_context() -> Any:
-    """Parse workers start from the standard library's forkserver, which has imported this module once.
-
-    Not fork: the run's process has threads (Dagster's), and a forked child would inherit their locks
-    mid-flight. Not spawn: each worker would import this package again (about 0.6 s before its first page).
-    The forkserver is a single-threaded process that imported it already, so a worker is one fork of it.
-    """
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__, "scrape_contracts.service.batch_fetch"])
-    return ctx
-
-
 def failure_item(contract: str, target: BatchTarget, exc: Exception) -> Item:
     kind = getattr(exc, "kind", "error")
     message = str(exc) if hasattr(exc, "kind") else f"{type(exc).__name__}: {exc}"

@@ -10,8 +10,12 @@ is routed and no sysctl of the machine changes.
 PostgreSQL and RabbitMQ listen on 127.0.0.1 only and stay as they are: a forwarding process in the root
 namespace listens on the bridge's address (``c.gateway``) at their ports and relays to 127.0.0.1, so a worker
 host reaches "the database at 10.213.X.1:5432" as it would a database server. Each worker host has its own
-empty folder (``c.hosts["a"].home``: its DAGSTER_HOME, HOME and TMPDIR); nothing is shared but the
-database and the broker. ``c.start("a", [...], env)`` starts a process inside host a (``ip netns exec``
+empty folder (``c.hosts["a"].home``), which its processes see at one path, the same on every host
+(``HOST_DIR``: their HOME, TMPDIR and DAGSTER_HOME), each in a mount namespace of its own as on separate
+machines: a path one host's Dagster instance hands another (a run's instance reference names its
+DAGSTER_HOME) is that host's own folder there, never the first one's. Nothing is shared but the database,
+the broker and the code. ``c.hosts["control"]`` is the machine of the daemon and the run workers: the root
+network namespace (the database on 127.0.0.1), its folder isolated the same way. ``c.start("a", [...], env)`` starts a process inside host a (``ip netns exec``
 execs the command, so the pid is the process's own); ``c.signal("a", SIGSTOP)`` signals every process in
 the host (a frozen or killed machine, its children included).
 
@@ -42,6 +46,8 @@ SUBNETS = "10.213.{}.0/24"  # X in 1..254: the first one no interface of the mac
 WORKER_OFFSET = 11  # host a is .11, b .12, ...
 SITE_OFFSET = 101  # the site's addresses: .101, .102, ...
 FORWARDED_PORTS = (5432, 5672)  # PostgreSQL, RabbitMQ
+CONTROL = "control"
+HOST_DIR = "/run/scrape_contracts_host"  # where every host's processes see their own folder
 _LOCK = Path("/run/scrape_contracts_netns.lock")  # the choice of a subnet and the names, one run at a time
 _CLONE_NEWNET = 0x40000000
 _counter = 0
@@ -87,10 +93,18 @@ def enter(netns: str) -> None:
 
 @dataclass(frozen=True)
 class Host:
-    name: str  # "a"
-    netns: str
+    name: str  # "a", or CONTROL
+    netns: str | None  # None: the root namespace
     address: str
-    home: Path  # its own folder, empty at the start
+    home: Path  # its own folder (HOST_DIR inside), empty at the start
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` as run on this host: in its network namespace, its own folder at HOST_DIR (``ip netns
+        exec`` gives the command a mount namespace of its own; the control host asks ``unshare`` for one)."""
+        bind = ["sh", "-c", f'mount --bind "$0" {HOST_DIR} && exec "$@"', str(self.home), *argv]
+        if self.netns is None:
+            return ["unshare", "--mount", "--propagation", "private", *bind]
+        return [ip_command() or "ip", "netns", "exec", self.netns, *bind]
 
 
 @dataclass
@@ -102,20 +116,25 @@ class Cluster:
     site_addresses: list[str]
     processes: list[subprocess.Popen] = field(default_factory=list)
 
-    def database_url(self, url: str) -> str:
-        """``url`` (a PostgreSQL URL on 127.0.0.1 or localhost) as a worker host reaches it."""
+    @property
+    def workers(self) -> list[str]:
+        return [name for name in self.hosts if name != CONTROL]
+
+    def database_url(self, url: str, host: str = "a") -> str:
+        """``url`` (a PostgreSQL URL on 127.0.0.1 or localhost) as ``host`` reaches it."""
+        if host == CONTROL:
+            return url
         return re.sub(r"@(127\.0\.0\.1|localhost)(?=[:/])", f"@{self.gateway}", url, count=1)
 
-    def broker_url(self, user: str = "guest", password: str = "guest") -> str:
-        return f"amqp://{user}:{password}@{self.gateway}:5672//"
+    def broker_url(self, host: str = "a", user: str = "guest", password: str = "guest") -> str:
+        return f"pyamqp://{user}:{password}@{'127.0.0.1' if host == CONTROL else self.gateway}:5672//"
 
     def environment(self, host: str, **extra: str) -> dict[str, str]:
         """A clean environment for a process on ``host``: its own HOME, TMPDIR and DAGSTER_HOME, the
         interpreter's PATH, nothing of this process's SCRAPE_CONTRACTS_* or DAGSTER_* settings."""
-        home = self.hosts[host].home
         keep = {k: v for k, v in os.environ.items()
                 if not k.startswith(("SCRAPE_CONTRACTS_", "DAGSTER_", "PYTEST_", "CELERY_"))}
-        env = {**keep, "HOME": str(home), "TMPDIR": str(home / "tmp"), "DAGSTER_HOME": str(home / "dagster_home"),
+        env = {**keep, "HOME": HOST_DIR, "TMPDIR": f"{HOST_DIR}/tmp", "DAGSTER_HOME": f"{HOST_DIR}/dagster_home",
                "PYTHONUNBUFFERED": "1"}
         env.update(extra)
         return env
@@ -125,7 +144,7 @@ class Cluster:
         """A process inside ``host`` (its output to ``log``); stopped with the cluster if still running."""
         out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 (the child keeps it)
         try:
-            process = subprocess.Popen([ip_command() or "ip", "netns", "exec", self.hosts[host].netns, *argv],
+            process = subprocess.Popen(self.hosts[host].command(argv),
                                        env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
                                        stderr=subprocess.STDOUT, start_new_session=True)
         finally:
@@ -136,11 +155,14 @@ class Cluster:
 
     def run(self, host: str, argv: Sequence[str], env: dict[str, str] | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([ip_command() or "ip", "netns", "exec", self.hosts[host].netns, *argv],
+        return subprocess.run(self.hosts[host].command(argv),
                               env=env or self.environment(host), capture_output=True, text=True, timeout=timeout)
 
     def pids(self, host: str) -> list[int]:
-        return _pids(self.hosts[host].netns)
+        netns = self.hosts[host].netns
+        if netns is None:
+            raise ValueError("the control host is the root namespace: signal its processes one by one")
+        return _pids(netns)
 
     def signal(self, host: str, sig: int) -> list[int]:
         """Send ``sig`` to every process in ``host`` (a machine frozen, revived or switched off)."""
@@ -287,12 +309,16 @@ def cluster(root: Path, workers: Sequence[str] = ("a", "b", "c"), site_hosts: in
                 _ip("-n", name, "link", "set", inner, "up")
                 return name
 
+            Path(HOST_DIR).mkdir(exist_ok=True)
             hosts = {}
-            for i, worker in enumerate(workers):
-                address = str(addresses[WORKER_OFFSET - 1 + i])
+            for i, worker in enumerate([*workers, CONTROL]):
                 home = root / f"host-{worker}"
                 for sub in ("", "tmp", "dagster_home"):
                     (home / sub).mkdir(parents=True, exist_ok=True)
+                if worker == CONTROL:
+                    hosts[worker] = Host(worker, None, gateway, home)
+                    continue
+                address = str(addresses[WORKER_OFFSET - 1 + i])
                 hosts[worker] = Host(worker, namespace(f"w{worker}", [address]), address, home)
             site = [str(addresses[SITE_OFFSET - 1 + i]) for i in range(site_hosts)]
             made = Cluster(prefix, gateway, hosts, namespace("s", site), site)

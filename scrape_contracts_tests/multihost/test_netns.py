@@ -43,16 +43,28 @@ def test_each_host_reaches_the_site_the_database_and_the_broker(cluster: netns.C
         for name, host in cluster.hosts.items():
             address = cluster.site_addresses[len(name) % len(cluster.site_addresses)]
             done = cluster.run(name, [sys.executable, "-c", PROBE, site.url(address, f"/p/{name}"),
-                                      cluster.database_url(PG_ADMIN_URL), cluster.gateway])
+                                      cluster.database_url(PG_ADMIN_URL, name), cluster.gateway])
             assert done.returncode == 0, done.stderr
             assert done.stdout.split("\n")[:3] == [f"<p>{address}/p/{name}</p>", "postgres", "amqp 1 0 10 10"]
             assert [(s.path, s.client) for s in site.requests(address, f"/p/{name}")] == [(f"/p/{name}", host.address)]
-            # its own folders, empty, and nobody else's
+            # its own folders, empty
             assert sorted(p.name for p in host.home.iterdir()) == ["dagster_home", "tmp"]
             assert not any((host.home / "dagster_home").iterdir())
     # the site's addresses exist only in the site's namespace: this process (the root namespace) cannot bind them
     with pytest.raises(RuntimeError, match="cannot assign requested address"):
         HostsSite({cluster.site_addresses[0]: HostPlan()})
+
+
+def test_each_host_has_its_own_folder_at_the_same_path(cluster: netns.Cluster) -> None:
+    for name in cluster.hosts:
+        done = cluster.run(name, ["sh", "-c", f'ls -A "$DAGSTER_HOME"; echo {name} > "$HOME/mark"'])
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == ""  # nothing in its DAGSTER_HOME before
+    for name, host in cluster.hosts.items():
+        assert (host.home / "mark").read_text() == f"{name}\n"
+        done = cluster.run(name, ["cat", f"{netns.HOST_DIR}/mark"])
+        assert done.stdout == f"{name}\n"  # the same path, its own folder
+    assert not any(Path(netns.HOST_DIR).iterdir())  # this process's view: nothing of theirs
 
 
 def test_a_host_is_stopped_and_killed_by_its_processes(cluster: netns.Cluster) -> None:

@@ -204,7 +204,7 @@ def _pids(netns: str) -> list[int]:
     return [int(p) for p in out.split()]
 
 
-def _owner_alive(name: str) -> bool:
+def owner_alive(name: str) -> bool:
     match = re.match(rf"{FAMILY}([0-9a-f]{{6}})", name)
     if match is None:
         return True  # not ours
@@ -248,7 +248,7 @@ def _remove(prefix_or_names: Sequence[str], spaces: Sequence[str], links: Sequen
 def clean_stale() -> list[str]:
     """Remove what runs whose owner process is gone left behind; the names removed."""
     spaces, links = _ours()
-    stale = sorted({n[: len(FAMILY) + 7] for n in [*spaces, *links] if not _owner_alive(n)})
+    stale = sorted({n[: len(FAMILY) + 7] for n in [*spaces, *links] if not owner_alive(n)})
     if stale:
         _remove(stale, spaces, links)
     return stale

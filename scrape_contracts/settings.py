@@ -47,6 +47,29 @@ def parse_workers() -> int:
     return _positive_int("SCRAPE_CONTRACTS_PARSE_WORKERS", os.cpu_count() or 1, allow_zero=True)
 
 
+def chunks() -> int:
+    """Batched runs: chunk steps a run's targets are split into (``SCRAPE_CONTRACTS_CHUNKS``; docs/scale.md). 1: one
+    step, as on one machine; more: steps an executor may place on several worker processes or hosts."""
+    return _positive_int("SCRAPE_CONTRACTS_CHUNKS", 1)
+
+
+EXECUTORS = ("in_process", "celery")
+
+
+def executor() -> str:
+    """The executor of the batched jobs (``SCRAPE_CONTRACTS_EXECUTOR``): ``in_process`` (default) or ``celery``."""
+    raw = (os.environ.get("SCRAPE_CONTRACTS_EXECUTOR") or "in_process").strip()
+    if raw not in EXECUTORS:
+        raise ValueError(f"SCRAPE_CONTRACTS_EXECUTOR={raw!r} must be one of {', '.join(EXECUTORS)}")
+    return raw
+
+
+def celery_broker() -> str | None:
+    """The Celery broker of the batched jobs (``SCRAPE_CONTRACTS_CELERY_BROKER``, e.g.
+    ``pyamqp://guest@rabbitmq:5672//``); None: dagster-celery's default (RabbitMQ on DAGSTER_CELERY_BROKER_HOST)."""
+    return os.environ.get("SCRAPE_CONTRACTS_CELERY_BROKER") or None
+
+
 def lease_seconds() -> float | None:
     """How long a target's lease lasts without renewal (``SCRAPE_CONTRACTS_LEASE_SECONDS``; docs/leases.md);
     None: derived from the contract's fetch deadline (``service.leases.duration_for``)."""

@@ -35,13 +35,16 @@ def contract_partitions(contract: str, directory: Path | str | None = None) -> d
 
 def build_definitions(directory: Path | str | None = None, *, db_url: str | None = None,
                       pages: Path | str | None = None, group_name: str | None = None,
-                      resources: dict | None = None, loaded: LoadResult | None = None) -> dg.Definitions:
+                      resources: dict | None = None, loaded: LoadResult | None = None,
+                      chunks: int | None = None, executor: str | dict | None = None) -> dg.Definitions:
     """Definitions for every valid contract, and ``scrape/_contracts`` naming each broken one.
 
     ``directory``, ``db_url`` (the project store) and ``pages`` (the raw pages' storage: a folder, ``store``
     or ``s3://bucket/prefix``) default to the settings (``SCRAPE_CONTRACTS_DIR``, ``SCRAPE_CONTRACTS_DB_URL``,
     ``SCRAPE_CONTRACTS_PAGES``);
-    ``group_name`` puts every asset in that group instead of one group per contract. Raises
+    ``group_name`` puts every asset in that group instead of one group per contract. ``chunks`` and
+    ``executor`` (``in_process``, ``celery`` or ``{"celery": {...}}``) are the batched jobs' chunk steps per run
+    and executor (default: ``SCRAPE_CONTRACTS_CHUNKS``, ``SCRAPE_CONTRACTS_EXECUTOR``; docs/scale.md). Raises
     ``NoContractLoaded`` when no contract loads at all, so the code location shows as errored.
     """
     # imported here, not at the top: `dg` imports this package (scrape_contracts.ScrapeContracts, through the
@@ -49,6 +52,8 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
     from scrape_contracts.contract.loader import load_contracts
     from scrape_contracts.defs.assets import build_contract_assets
     from scrape_contracts.defs.batch import build_batch_job
+    from scrape_contracts.defs.chunks import build_chunked_batch_job
+    from scrape_contracts.defs.executors import scale_from
     from scrape_contracts.defs.checks import build_contract_checks
     from scrape_contracts.defs.discovery import build_discovery_defs
     from scrape_contracts.defs.failures import build_failures_job
@@ -67,6 +72,7 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
         # the UI shows them on scrape/_contracts (defs/load_report.py); the code server's log too
         log.error("contract not loaded: %s", error)
     require_a_contract(result)
+    scale = scale_from(chunks, executor)
     report, report_sensor = build_load_report(result, group_name=group_name)
     assets: list = [report]
     checks: list = []
@@ -76,7 +82,8 @@ def build_definitions(directory: Path | str | None = None, *, db_url: str | None
         built = build_contract_assets(item, group_name=group_name)
         assets += [built.candidate, built.accepted]
         checks += build_contract_checks(item)
-        jobs += [build_scrape_job(item.contract), build_batch_job(item), build_failures_job(item)]
+        batch_job = build_chunked_batch_job(item, scale) if scale.chunked else build_batch_job(item)
+        jobs += [build_scrape_job(item.contract), batch_job, build_failures_job(item)]
         schedule = build_schedule(item)
         if schedule is not None:
             schedules.append(schedule)

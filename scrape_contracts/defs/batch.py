@@ -16,7 +16,8 @@ PostgreSQL, measured on 1.13.27), so the events are designed per batch, not per 
 
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import dagster as dg
@@ -24,7 +25,7 @@ from pydantic import Field
 
 from scrape_contracts import settings
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.adapters.store import REVIEW_PAUSE
+from scrape_contracts.adapters.store import REVIEW_PAUSE, ProjectStore
 from scrape_contracts.defs import provider
 from scrape_contracts.defs.assets import accepted_metadata, stage_description, target_state_observation
 from scrape_contracts.defs.names import (
@@ -35,8 +36,9 @@ from scrape_contracts.defs.checks import aimed_at_latest, check_metadata, contra
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.service.batch import BatchRunner, BatchSettings, BatchTarget, TargetOutcome
+from scrape_contracts.service.batch_summary import summarise
 from scrape_contracts.defs.leases import run_ended
-from scrape_contracts.service.records import Refusal, Stage
+from scrape_contracts.service.records import FetchFailure, Refusal, Stage
 from scrape_contracts.service.scrape import target_urls
 
 
@@ -135,8 +137,8 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
 # console keeps the run's own INFO lines (progress per chunk) and warnings. Dagster uses a job's loggers only
 # when the run config names them (else its default DEBUG console), so the job's default config names it:
 # launched runs printed 2,000 DEBUG lines until it did.
-_QUIET_CONSOLE = {"console": dg.colored_console_logger.configured({"log_level": "INFO", "name": "dagster"})}
-_QUIET_CONFIG = {"loggers": {"console": {}}}
+QUIET_CONSOLE = {"console": dg.colored_console_logger.configured({"log_level": "INFO", "name": "dagster"})}
+QUIET_CONFIG = {"loggers": {"console": {}}}
 
 
 # Dagster's PostgreSQL storages open a new connection (a new server process) for each write: two per
@@ -153,28 +155,32 @@ def hold_connections(instance: dg.DagsterInstance) -> None:
         _HOLDING.add(instance)
 
 
-def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, config: BatchConfig,
-                   store: ProjectStoreResource, artifacts: PageStoreResource, fetcher: FetchResource
-                   ) -> Iterator[Any]:
-    """The events of one batch of ``loaded``'s targets: what the batch op yields (the dead letters' replay
-    too)."""
+@dataclass(frozen=True)
+class BatchPlan:
+    """The targets a batched run scrapes, and the ones it skips with why (paused, gone, unknown)."""
+
+    targets: list[BatchTarget]
+    skipped: list[dict[str, str]]
+    forced: bool
+
+
+def plan_batch(context: dg.OpExecutionContext, loaded: LoadedContract, config: BatchConfig,
+               project_store: ProjectStore) -> tuple[BatchPlan, list[Any]]:
+    """The run's targets, and the events said before any is scraped (a contract paused for its budget)."""
     contract = loaded.contract
     name = contract.name
     partitions_def = partitions_for(contract)
-    checks = contract_check_names(loaded)
-    hold_connections(context.instance)
-    project_store = store.get()
     # paused, gone from their source (discover:), or unchanged since their sitemap lastmod
     forced = config.force or context.run.tags.get(FORCE_TAG) == "true"
     paused = project_store.skipped_partitions(name, unchanged=contract.skips_unchanged and not forced)
     keys = list(config.partitions) or \
         partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)
     urls = target_urls(loaded, project_store)
-    targets, skipped = [], []
+    targets, skipped, events = [], [], []
     spent = provider.budget_pause(loaded, project_store, context.run)
     if spent:  # paused for its cost budget: nothing is submitted, each target says why it was skipped
         context.log.warning(f"{name} is paused: {spent}")
-        yield provider.budget_observation(name, spent)
+        events.append(provider.budget_observation(name, spent))
     for key in keys:
         if spent:
             skipped.append({"partition": key, "reason": f"contract paused: {spent}"})
@@ -184,18 +190,45 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
             skipped.append({"partition": key, "reason": f"{name} has no target {key!r}"})
         else:
             targets.append(BatchTarget(key, urls[key]))
+    return BatchPlan(targets, skipped, forced), events
+
+
+@dataclass
+class ChunkTally:
+    """What one chunk of a batch came to, for the batch's summary (plain values: it travels between steps)."""
+
+    targets: int = 0
+    started: float = 0.0  # wall clock, so that chunks on several hosts add up to one span
+    seconds: float = 0.0
+    counts: dict[str, int] = field(default_factory=dict)
+    unchanged: list[str] = field(default_factory=list)
+    failures: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    causes: list[dict[str, Any]] = field(default_factory=list)  # each failed target's FetchFailure, plain
+
+    def fetch_failures(self) -> list[FetchFailure]:
+        return [FetchFailure(**cause) for cause in self.causes]
+
+
+def scrape_chunk(context: dg.OpExecutionContext, loaded: LoadedContract, targets: list[BatchTarget],
+                 plan: BatchPlan, config: BatchConfig, project_store: ProjectStore, artifacts: PageStoreResource,
+                 fetcher: FetchResource, *, holder: str | None = None, ended: Any = None
+                 ) -> Generator[Any, None, ChunkTally]:
+    """The events of scraping ``targets`` (all of a batch, or one chunk of it); returns its tally."""
+    contract = loaded.contract
+    name = contract.name
+    checks = contract_check_names(loaded)
     runner = BatchRunner(
         loaded, project_store, artifacts.get(), context.run.run_id, fetcher.settings_for(contract.fetch),
-        force=forced, reextract=config.reextract,
+        force=plan.forced, reextract=config.reextract,
         settings=BatchSettings(max_connections=settings.max_connections(),
                                parse_workers=settings.parse_workers()),
-        ended=run_ended(context.instance),
+        ended=ended or run_ended(context.instance),
         jobs=provider.job_book(loaded, project_store, context.run, {t.partition: t.url for t in targets}),
+        holder=holder,
     )
     failed_before = project_store.failed_checks(name, [t.partition for t in targets])
-    context.log.info(f"scraping {len(targets)} target(s) of {name} ({len(skipped)} skipped)")
-    unchanged: list[str] = []
-    failures: list[dict[str, str]] = []
+    tally = ChunkTally(targets=len(targets), started=time.time())
     refused: list[str] = []
     last_progress = time.monotonic()
     for chunk in runner.run(targets):
@@ -205,11 +238,11 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
             materialisations += mats
             yield from aimed_at_latest(context.instance, others)
             if outcome.recorded is not None and outcome.recorded.status == "unchanged":
-                unchanged.append(outcome.partition)
+                tally.unchanged.append(outcome.partition)
             if outcome.failure is not None:
-                failures.append({"partition": outcome.partition, "reason": outcome.failure.message})
+                tally.failures.append({"partition": outcome.partition, "reason": outcome.failure.message})
             if outcome.refusal is not None:  # busy elsewhere, or taken over: not recorded by this run
-                skipped.append({"partition": outcome.partition, "reason": outcome.refusal.message})
+                tally.skipped.append({"partition": outcome.partition, "reason": outcome.refusal.message})
                 refused.append(outcome.refusal.message)
         yield from materialisations
         stats = runner.stats
@@ -224,17 +257,52 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
     if refused:  # one line, not one per target: each line is an event in the run's log
         context.log.warning(f"{len(refused)} target(s) not scraped by this run (see the batch summary's "
                             f"skipped), e.g. {refused[0]}")
-    yield dg.AssetObservation(asset_key=candidate_key(name), metadata={
-        "stage": Stage.BATCH_SUMMARY.value, "targets": len(targets), "seconds": round(stats.seconds, 3),
-        "pages_per_second": round(stats.pages_per_second, 1),
-        "outcomes": dg.MetadataValue.json(dict(stats.counts)),
-        "unchanged": dg.MetadataValue.json(unchanged),
-        "failures": dg.MetadataValue.json(failures),
+    tally.seconds, tally.counts = stats.seconds, dict(stats.counts)
+    tally.causes = [{k: v for k, v in asdict(f).items() if k != "attempts"} for f in runner.failures]
+    return tally
+
+
+def summary_observation(loaded: LoadedContract, project_store: ProjectStore, run_id: str, plan_skipped: list[dict],
+                        tallies: Sequence[ChunkTally]) -> dg.AssetObservation:
+    """The batch summary, once per run, over its chunks (one chunk: as it always was)."""
+    targets = sum(t.targets for t in tallies)
+    if len(tallies) == 1:
+        seconds = tallies[0].seconds
+    else:  # chunks side by side on several workers: the span from the first start to the last end
+        seconds = max((t.started + t.seconds for t in tallies), default=0.0) - \
+            min((t.started for t in tallies), default=0.0)
+    counts: dict[str, int] = {}
+    for tally in tallies:
+        for kind, count in tally.counts.items():
+            counts[kind] = counts.get(kind, 0) + count
+    total = sum(counts.values())
+    summary = summarise(total, counts, [f for t in tallies for f in t.fetch_failures()])
+    return dg.AssetObservation(asset_key=candidate_key(loaded.contract.name), metadata={
+        "stage": Stage.BATCH_SUMMARY.value, "targets": targets, "seconds": round(seconds, 3),
+        "pages_per_second": round(total / seconds if seconds > 0 else 0.0, 1),
+        "outcomes": dg.MetadataValue.json(counts),
+        "unchanged": dg.MetadataValue.json([p for t in tallies for p in t.unchanged]),
+        "failures": dg.MetadataValue.json([f for t in tallies for f in t.failures]),
         "failed": summary.failed, "targets_failed": summary.targets_failed,
         "failure_causes": dg.MetadataValue.json([c.as_dict() for c in summary.causes]),
-        "skipped": dg.MetadataValue.json(skipped),
-        **provider.spend_metadata(loaded, project_store, context.run.run_id),
+        "skipped": dg.MetadataValue.json(plan_skipped + [s for t in tallies for s in t.skipped]),
+        **provider.spend_metadata(loaded, project_store, run_id),
     })
+
+
+def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, config: BatchConfig,
+                   store: ProjectStoreResource, artifacts: PageStoreResource, fetcher: FetchResource
+                   ) -> Iterator[Any]:
+    """The events of one batch of ``loaded``'s targets in one step: what the batch op yields (the dead
+    letters' replay too)."""
+    hold_connections(context.instance)
+    project_store = store.get()
+    plan, events = plan_batch(context, loaded, config, project_store)
+    yield from events
+    context.log.info(f"scraping {len(plan.targets)} target(s) of {loaded.contract.name} "
+                     f"({len(plan.skipped)} skipped)")
+    tally = yield from scrape_chunk(context, loaded, plan.targets, plan, config, project_store, artifacts, fetcher)
+    yield summary_observation(loaded, project_store, context.run.run_id, plan.skipped, [tally])
 
 
 def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
@@ -246,8 +314,8 @@ def build_batch_job(loaded: LoadedContract) -> dg.JobDefinition:
         """Scrape many targets at once; each target's outcome is recorded on its own partition."""
         yield from scrape_targets(context, loaded, config, store, artifacts, fetcher)
 
-    @dg.job(name=batch_job_name(name), executor_def=dg.in_process_executor, logger_defs=_QUIET_CONSOLE,
-            config=_QUIET_CONFIG,
+    @dg.job(name=batch_job_name(name), executor_def=dg.in_process_executor, logger_defs=QUIET_CONSOLE,
+            config=QUIET_CONFIG,
             tags={"scrape_contracts/contract": name, "scrape_contracts/kind": "batch"},
             description=f"Scrape many targets of {name!r} in one run (launchpad: list partitions, or none for all).")
     def batch_job() -> None:

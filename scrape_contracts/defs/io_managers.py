@@ -4,6 +4,7 @@
 ``scrape/<name>`` loads as one record (a dict) for a single partition, or as a pandas DataFrame of the
 latest accepted record of every requested partition (a non-partitioned downstream asset gets all of them);
 a list contract's (``records:``) always as a DataFrame, one row per record.
+``run_events_io_manager`` keeps the small values between a chunked batch's steps in the run's event log.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 def contract_of(key: dg.AssetKey) -> str:
     # keys are scrape/<contract> and scrape/<contract>/candidate
     return key.path[1]
+
+
+RUN_EVENTS_IO_MANAGER = "run_events_io_manager"
+_RUN_EVENTS_VALUE = "scrape_contracts/value"
 
 
 class CandidateIOManager(dg.ConfigurableIOManager):
@@ -71,6 +76,34 @@ class AcceptedIOManager(dg.ConfigurableIOManager):
         return accepted_frame(store.latest_accepted_all(contract, keys), gone=gone)
 
 
+def carried(value: Any) -> dict[str, dg.MetadataValue]:
+    """The metadata of an output that ``RunEventsIOManager`` loads: the value itself, as JSON."""
+    return {_RUN_EVENTS_VALUE: dg.MetadataValue.json(value)}
+
+
+class RunEventsIOManager(dg.ConfigurableIOManager):
+    """Loads a step's output (a plain JSON value) from the run's event log, where the op put it as the
+    output's metadata (``carried``): every worker host reaches the instance's storage."""
+
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        """Nothing to write: the value is in the output's event."""
+
+    def load_input(self, context: dg.InputContext) -> Any:
+        upstream = context.upstream_output
+        assert upstream is not None
+        step, name, mapping = upstream.step_key, upstream.name, upstream.mapping_key
+        run_id = context.step_context.run_id
+        for entry in context.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_OUTPUT):
+            data = entry.dagster_event.step_output_data if entry.dagster_event is not None else None
+            handle = data.step_output_handle if data is not None else None
+            if handle is None or (handle.step_key, handle.output_name, handle.mapping_key) != (step, name, mapping):
+                continue
+            value = (data.metadata or {}).get(_RUN_EVENTS_VALUE)
+            if value is not None:  # the first attempt that got this far: a later one says the same
+                return value.value
+        raise dg.Failure(f"the output {name!r} of step {step} is not in run {run_id}'s event log")
+
+
 def env_or(name: str, default: str) -> str | dg.EnvVar:
     # EnvVar shows as "env var" in the UI and is resolved at launch; the default keeps a fresh clone working
     return dg.EnvVar(name) if os.environ.get(name) else default
@@ -90,4 +123,5 @@ def default_resources(*, db_url: str | None = None, pages: Path | str | None = N
         "fetcher": FetchResource(fixture_root=os.environ.get("SCRAPE_CONTRACTS_FIXTURE_ROOT")),
         "candidate_io_manager": CandidateIOManager(store=store),
         "accepted_io_manager": AcceptedIOManager(store=store),
+        RUN_EVENTS_IO_MANAGER: RunEventsIOManager(),
     }

@@ -20,10 +20,36 @@ from scrape_contracts.service import leases
 from scrape_contracts.service.records import Emit, Stage
 
 
+def run_of(holder: str) -> str:
+    """The run id of a lease holder: a run id, or ``<run id>/<chunk>/<attempt>`` for a chunk step of a
+    batched run (``chunk_holder``)."""
+    return holder.split("/", 1)[0]
+
+
 def run_ended(instance: dg.DagsterInstance) -> leases.Ended:
     def ended(holder: str) -> bool:
-        run = instance.get_run_by_id(holder)
+        run = instance.get_run_by_id(run_of(holder))
         return run is not None and run.is_finished
+
+    return ended
+
+
+def chunk_holder(run_id: str, chunk: str, attempt: str) -> str:
+    """The holder of one attempt at one chunk step. Each attempt is a holder of its own, so taking the
+    chunk's leases again gives new fencing tokens: an earlier attempt that is in fact alive (a worker frozen
+    until the broker gave its chunk to another) can no longer commit."""
+    return f"{run_id}/{chunk}/{attempt}"
+
+
+def chunk_ended(instance: dg.DagsterInstance, holder: str) -> leases.Ended:
+    """As ``run_ended``, and: an earlier attempt at the same chunk has ended. The executor starts a chunk again
+    only when it gave the earlier attempt up (its worker was lost, or its step is retried); if that attempt
+    is still alive somewhere, the new tokens refuse its commits."""
+    of_run = run_ended(instance)
+    same_chunk = holder.rsplit("/", 1)[0] + "/"
+
+    def ended(other: str) -> bool:
+        return (other.startswith(same_chunk) and other != holder) or of_run(other)
 
     return ended
 

@@ -101,7 +101,8 @@ class BatchStats:
 class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: PageStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
-                 reextract: bool = False, ended: leases.Ended | None = None, jobs: Any = None) -> None:
+                 reextract: bool = False, ended: leases.Ended | None = None, jobs: Any = None,
+                 holder: str | None = None) -> None:
         self.loaded = loaded
         self.contract = loaded.contract
         self.store = store
@@ -114,7 +115,9 @@ class BatchRunner:
         self.jobs = jobs  # the provider adapter's job book (adapters/fetch/provider), for the fetcher
         self.stats = BatchStats()
         self.failures: list[FetchFailure] = []
-        self.leases = BatchLeases(store, self.contract.name, run_id, leases.duration_for(fetch_settings), ended)
+        # the leases' holder: the run, or one attempt at one chunk step of it (defs/leases.py, chunk_holder)
+        self.leases = BatchLeases(store, self.contract.name, holder or run_id, leases.duration_for(fetch_settings),
+                                  ended)
         self._selectors = store.current_selectors(self.contract.name, self.contract.selectors())
         self._controls: list[Any] = []
 

@@ -192,8 +192,8 @@ def write_contract(folder: Path, name: str, targets: dict[str, str], concurrency
 
 class Shop:
     """Product pages ``/p/<n>`` on every site host. ``layout[path]`` (``v1``, or ``renamed``: the ids gone in a
-    redesign, the ``itemprop``/``data-field`` anchors kept, so the healer finds the fields again) and
-    ``price[path]`` change what a page says from one sweep to the next."""
+    redesign, the ``itemprop``/``data-field`` anchors kept, so the healer finds the fields again;
+    ``noprice``: sold out, no price) and ``price[path]`` change what a page says from one sweep to the next."""
 
     def __init__(self) -> None:
         self.layout: dict[str, str] = {}
@@ -202,9 +202,12 @@ class Shop:
     def page(self, path: str) -> str:
         n = path.rsplit("/", 1)[-1]
         title, sku, price = f"Book {n}", f"BK-{n}", self.price.get(path, f"${10 + int(n) % 90}.00")
-        if self.layout.get(path, "v1") == "v1":
+        layout = self.layout.get(path, "v1")
+        if layout == "v1":
             body = (f'<h1 id="title" itemprop="name">{title}</h1><p>SKU: <span id="sku" itemprop="sku">{sku}'
                     f'</span></p><div class="buy">Price: <span id="price" data-field="price">{price}</span></div>')
+        elif layout == "noprice":  # sold out: no price on the page
+            body = f'<h1 id="title" itemprop="name">{title}</h1><p>SKU: <span id="sku" itemprop="sku">{sku}</span></p>'
         else:
             body = (f'<div class="c-a1"><h1 class="c-t9" itemprop="name">{title}</h1></div><p>SKU: <span '
                     f'class="c-s3" itemprop="sku">{sku}</span></p><div class="c-b7">Price: <strong '

@@ -4,10 +4,12 @@ instance's event log and the project store), the same sweep on one machine, whic
 from __future__ import annotations
 
 import collections
-import contextlib
+import json
 import os
 import re
-from collections.abc import Iterator
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,13 @@ class Sweep:
             f"storage:\n  postgres:\n    postgres_url: {deployment.db_url!r}\ntelemetry:\n  enabled: false\n")
         self.instance = dg.DagsterInstance.from_config(str(observer))
 
+        self.started = time.monotonic()
+        self.phases: list[tuple[str, float]] = []  # what took how long: said when the test fails
+
+    def phase(self, what: str) -> None:
+        self.phases.append((what, round(time.monotonic() - self.started, 1)))
+        print(f"{self.phases[-1][1]:7.1f} s  {what}", flush=True)
+
     def workers_up(self, *hosts: str) -> None:
         for host in hosts:
             self.deployment.start_worker(host)
@@ -43,6 +52,7 @@ class Sweep:
             self.deployment.start_daemon()
         for host in hosts:
             netns.wait_until(f"host {host}'s worker ready", lambda h=host: self.deployment.worker_ready(h), 120)
+        self.phase(f"workers {', '.join(hosts)} ready")
 
     def run(self, contract: str, key: str, *, expect_ok: bool = True) -> list[str]:
         """Every target of ``contract`` as queued batched runs; their run ids once they ended."""
@@ -52,6 +62,7 @@ class Sweep:
             daemon = self.deployment.log(netns.CONTROL, "daemon")
             raise AssertionError(f"sweep {key} of {contract} failed ({done.returncode}):\n{done.stdout}\n"
                                  f"{done.stderr[-3000:]}\ndaemon: {daemon.read_text()[-3000:] if daemon.exists() else ''}")
+        self.phase(f"sweep {key} of {contract} done")
         return run_ids
 
 
@@ -107,32 +118,39 @@ def multihost_events(instance: dg.DagsterInstance, db_url: str, contract: str, r
     return _story(instance, run_ids, _outcomes(db_url, contract))
 
 
-@contextlib.contextmanager
-def _environment(**values: str) -> Iterator[None]:
-    names = [k for k in os.environ if k.startswith(("SCRAPE_CONTRACTS_", "DAGSTER_HOME"))]
-    saved = {k: os.environ.pop(k) for k in names}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key in values:
-            os.environ.pop(key, None)
-        os.environ.update(saved)
+class SingleMachine:
+    """The sweep of a contract on one machine, in a process of its own while the hosts start: its one-step
+    batched job (in-process executor), a SQLite instance and store, pages in a local folder. It asks the site
+    from the root namespace (the bridge's address), which tells its requests from the hosts'."""
+
+    def __init__(self, contracts: Path, contract: str, home: Path) -> None:
+        home.mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SCRAPE_CONTRACTS_", "DAGSTER_"))}
+        env.update(DAGSTER_HOME=str(home), SCRAPE_CONTRACTS_DB_URL=f"sqlite:///{home / 'scrape_contracts.db'}",
+                   SCRAPE_CONTRACTS_ARTIFACTS_DIR=str(home / "artifacts"), PYTHONPATH=str(multihost.REPO))
+        self.process = subprocess.Popen([sys.executable, "-m", "scrape_contracts_tests.multihost.sweeps",
+                                         str(contracts), contract], env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd=multihost.REPO)
+
+    def story(self, timeout: float = 300) -> Story:
+        out, err = self.process.communicate(timeout=timeout)
+        assert self.process.returncode == 0, err[-3000:]
+        return {p: (tuple(tuple(e) for e in events), tuple(outcome) if outcome else None)
+                for p, (events, outcome) in json.loads(out).items()}
 
 
-def single_machine_events(contracts: Path, contract: str, home: Path) -> Story:
-    """The sweep of ``contract`` on one machine: this process, its one-step batched job (in-process executor),
-    a SQLite instance and store, pages in a local folder."""
+def _one_machine(contracts: Path, contract: str) -> Story:
+    from scrape_contracts import settings
     from scrape_contracts.defs import build_definitions
     from scrape_contracts.defs.names import batch_job_name
 
-    home.mkdir(parents=True)
-    db_url = f"sqlite:///{home / 'scrape_contracts.db'}"
-    with _environment(DAGSTER_HOME=str(home), SCRAPE_CONTRACTS_DB_URL=db_url,
-                      SCRAPE_CONTRACTS_ARTIFACTS_DIR=str(home / "artifacts")):
-        with dg.instance_for_test(temp_dir=str(home)) as instance:
-            job = build_definitions(contracts).resolve_job_def(batch_job_name(contract))
-            result = job.execute_in_process(instance=instance, raise_on_error=False, run_config={
-                "ops": {f"{contract}_scrape_batch": {"config": {"partitions": []}}}})
-            assert result.success
-            return _story(instance, [result.run_id], _outcomes(db_url, contract))
+    with dg.instance_for_test(temp_dir=str(settings.dagster_home())) as instance:
+        job = build_definitions(contracts).resolve_job_def(batch_job_name(contract))
+        result = job.execute_in_process(instance=instance, raise_on_error=False, run_config={
+            "ops": {f"{contract}_scrape_batch": {"config": {"partitions": []}}}})
+        assert result.success
+        return _story(instance, [result.run_id], _outcomes(settings.db_url(), contract))
+
+
+if __name__ == "__main__":
+    print(json.dumps(_one_machine(Path(sys.argv[1]), sys.argv[2])))

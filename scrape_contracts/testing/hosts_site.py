@@ -63,7 +63,11 @@ class HostsSite:
     """``HostsSite({"127.0.0.2": HostPlan(latency_s=0.1), ...})``; ``site.url("127.0.0.2", "/p/1")``;
     ``site.seen`` (the log), ``site.peak(host)`` (most requests in flight at once)."""
 
-    def __init__(self, plans: dict[str, HostPlan], *, enter: Callable[[], None] | None = None) -> None:
+    def __init__(self, plans: dict[str, HostPlan], *, enter: Callable[[], None] | None = None,
+                 hold: Callable[[str, str], threading.Event | None] | None = None) -> None:
+        # ``hold(client, path)``: an event the answer waits for (in a thread, the other requests go on), or
+        # None; a test holds one client's pages while it stops that client's machine
+        self._hold = hold
         # ``enter`` runs in the serving thread before any socket is made: e.g. joining a network namespace,
         # which on Linux is per thread, so the test's other threads stay where they are
         self._enter = enter
@@ -172,6 +176,9 @@ class HostsSite:
             host.changed.notify_all()
         status, extra, body = 200, {}, b""
         try:
+            gate = self._hold(client, path) if self._hold is not None and path != "/robots.txt" else None
+            if gate is not None and not gate.is_set():
+                await asyncio.to_thread(gate.wait)
             if path == "/robots.txt":
                 status = plan.robots_status if plan.robots is not None else 404
                 body = (plan.robots or "").encode()

@@ -72,13 +72,17 @@ class Deployment:
     def log(self, host: str, what: str) -> Path:
         return self.cluster.hosts[host].home / f"{what}.log"
 
-    def start_worker(self, host: str, concurrency: int = 1) -> subprocess.Popen:
+    def start_worker(self, host: str, concurrency: int = 1, heartbeat: int | None = None) -> subprocess.Popen:
         """One Celery worker on ``host`` (``concurrency`` chunk steps at a time), listening on the
-        deployment's virtual host; the broker's URL comes from the environment, as the run's does."""
+        deployment's virtual host, with the shipped worker settings (``heartbeat``: another
+        ``broker_heartbeat``, in seconds: how soon the broker gives a frozen worker's chunk away)."""
         config = self.cluster.hosts[host].home / "celery.yaml"
         env = self.environment(host)
         shipped = yaml.safe_load(WORKER_CONFIG.read_text()) if WORKER_CONFIG.is_file() else {}
-        shipped.setdefault("execution", {}).setdefault("config", {})["broker"] = env["SCRAPE_CONTRACTS_CELERY_BROKER"]
+        settings = shipped.setdefault("execution", {}).setdefault("config", {})
+        settings["broker"] = env["SCRAPE_CONTRACTS_CELERY_BROKER"]
+        if heartbeat is not None:
+            settings.setdefault("config_source", {})["broker_heartbeat"] = heartbeat
         config.write_text(yaml.safe_dump(shipped))
         process = self.cluster.start(host, [
             str(_BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
@@ -115,11 +119,20 @@ class Deployment:
                                        *args],
                                 self.environment(host), timeout=timeout)
 
+    def _sweep_args(self, contract: str, key: str, timeout: float) -> list[str]:
+        return ["run", contract, "--queue", "--wait", "--idempotency-key", key, "--timeout", str(int(timeout)),
+                "--workspace", str(REPO / "workspace.yaml")]
+
     def sweep(self, contract: str, key: str, *, timeout: float = 600) -> subprocess.CompletedProcess:
         """Every target of ``contract`` not paused, as queued batched runs started by the daemon; waits."""
-        return self.command(netns.CONTROL, "run", contract, "--queue", "--wait", "--idempotency-key", key,
-                            "--timeout", str(int(timeout)), "--workspace", str(REPO / "workspace.yaml"),
-                            timeout=timeout + 60)
+        return self.command(netns.CONTROL, *self._sweep_args(contract, key, timeout), timeout=timeout + 60)
+
+    def start_sweep(self, contract: str, key: str, *, timeout: float = 600) -> subprocess.Popen:
+        """``sweep`` in the background (its output in the control host's ``sweep-KEY.log``)."""
+        return self.cluster.start(netns.CONTROL, [
+            sys.executable, "-c", "from scrape_contracts.cli import console; console()",
+            *self._sweep_args(contract, key, timeout)], self.environment(netns.CONTROL),
+            log=self.log(netns.CONTROL, f"sweep-{key}"), cwd=REPO)
 
     def prepare(self) -> None:
         """The instance's and the project store's tables, made once before any host starts."""

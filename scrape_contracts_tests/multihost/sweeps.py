@@ -45,9 +45,9 @@ class Sweep:
         self.phases.append((what, round(time.monotonic() - self.started, 1)))
         print(f"{self.phases[-1][1]:7.1f} s  {what}", flush=True)
 
-    def workers_up(self, *hosts: str) -> None:
+    def workers_up(self, *hosts: str, heartbeat: int | None = None) -> None:
         for host in hosts:
-            self.deployment.start_worker(host)
+            self.deployment.start_worker(host, heartbeat=heartbeat)
         if self.deployment.daemon is None:
             self.deployment.start_daemon()
         for host in hosts:
@@ -75,6 +75,30 @@ def chunk_workers(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str,
             worker = event.engine_event_data.metadata.get("Celery worker") if event is not None else None
             if worker is not None and event.step_key:
                 found[event.step_key] = str(worker.value).split("@", 1)[0]
+    return found
+
+
+def chunk_attempts(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, list[str]]:
+    """Chunk step → the Celery workers given it, in order (a chunk handed on has two)."""
+    found: dict[str, list[str]] = collections.defaultdict(list)
+    for run_id in run_ids:
+        for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+            event = entry.dagster_event
+            worker = event.engine_event_data.metadata.get("Celery worker") if event is not None else None
+            if worker is not None and event.step_key:
+                found[event.step_key].append(str(worker.value).split("@", 1)[0])
+    return dict(found)
+
+
+def observations(instance: dg.DagsterInstance, run_ids: list[str], stage: str) -> list[tuple[str, str, str]]:
+    """(step, partition, reason) of every observation of ``stage`` in the runs."""
+    found = []
+    for run_id in run_ids:
+        for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION):
+            data = entry.asset_observation
+            if data is not None and (s := data.metadata.get("stage")) is not None and s.value == stage:
+                reason = data.metadata.get("reason")
+                found.append((entry.step_key or "", data.partition or "", str(reason.value if reason else "")))
     return found
 
 

@@ -57,7 +57,7 @@ def test_a_sweep_over_three_hosts_is_the_sweep_of_one_machine(cluster: netns.Clu
             shares = collections.Counter(fetched_by.values())
             print(f"shares: {dict(shares)}; peaks: {[site.peak(a) for a in cluster.site_addresses]}")
             assert set(shares) == {"a", "b", "c"}
-            #PEAK assert max(site.peak(a) for a in cluster.site_addresses) <= CONCURRENCY
+            assert max(site.peak(a) for a in cluster.site_addresses) <= CONCURRENCY
             assert set(chunk_workers(sweep.instance, first).values()) == {"host-a", "host-b", "host-c"}
 
             # exactly once: one candidate per target, one accepted version per accepted one

@@ -18,6 +18,8 @@ from scrape_contracts_tests.readme import REPO, Runner, bash_blocks, markers, pa
 NOT_RUN_HERE = {
     ("docs/scale.md", "kubectl -n dagster create secret generic scrape-contracts-env \\"):
         "needs a Kubernetes cluster",
+    ("docs/scale.md", "dagster-celery worker start -A dagster_celery.app -y deploy/celery_worker.yaml -- --pool threads --concurrency 1"):
+        "a long-running worker; test_celery_chunks.py starts this command with deploy/celery_worker.yaml, on its own queue",
     ("docs/performance.md", "python benchmarks/throughput.py --pages 2000 --paths raw,batch --postgres --server nginx"):
         "minutes of benchmark that load the whole machine; test_benchmark_throughput.py runs this script at 40 pages",
     ("docs/performance.md", "python benchmarks/politeness.py"):

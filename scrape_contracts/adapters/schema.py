@@ -295,6 +295,23 @@ leases = sa.Table(
     sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+# every site host's budget shared by the fetching processes of all chunk steps on all worker hosts
+# (adapters/store/host_budgets.py; PostgreSQL only): a slot is one request in flight, held until its holder
+# gives it back or ``expires_at`` (a frozen or killed holder's slot comes back by itself); ``next_at`` is when
+# the host's next request may start under its contract's fetch.rate
+host_slots = sa.Table(
+    "sc_host_slots", metadata,
+    sa.Column("host", sa.String(255), primary_key=True),
+    sa.Column("slot", sa.Integer, primary_key=True),
+    sa.Column("holder", sa.String(128), nullable=False),
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+)
+host_rates = sa.Table(
+    "sc_host_rates", metadata,
+    sa.Column("host", sa.String(255), primary_key=True),
+    sa.Column("next_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 # raw pages when the page storage is the project store (adapters/pages/database.py): gzip-compressed HTML
 # under the sha256 of its UTF-8 text, so every worker host reaches the same pages through the store
 pages = sa.Table(

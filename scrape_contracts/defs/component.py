@@ -10,7 +10,7 @@ an attribute left out falls back to the setting's variable there.
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import dagster as dg
 from pydantic import BaseModel, field_validator
@@ -23,6 +23,8 @@ ATTRIBUTES_HELP = """\
   # db_url: postgresql://scrapes@db/scrapes  # default: SCRAPE_CONTRACTS_DB_URL, else SQLite in DAGSTER_HOME
   # pages: store                            # raw pages: a folder, store or s3://bucket/prefix; default: SCRAPE_CONTRACTS_PAGES, else DAGSTER_HOME/artifacts
   # group_name: scraping                     # default: a group per contract
+  # chunks: 8                                # batched runs' chunk steps; default: SCRAPE_CONTRACTS_CHUNKS, else 1
+  # executor: {celery: {broker: "pyamqp://guest@rabbitmq//"}}  # default: SCRAPE_CONTRACTS_EXECUTOR, else in_process
 """
 
 
@@ -87,6 +89,13 @@ class ScrapeContracts(dg.Component, dg.Resolvable):
                     "s3://bucket/prefix. Default: SCRAPE_CONTRACTS_PAGES, else $DAGSTER_HOME/artifacts.")] = None
     group_name: Annotated[str | None, dg.Resolver.default(
         description="Asset group of every asset made here. Default: one group per contract.")] = None
+    chunks: Annotated[int | None, dg.Resolver.default(
+        description="Chunk steps per batched run (docs/scale.md). Default: SCRAPE_CONTRACTS_CHUNKS, else 1 "
+                    "(one step, as on one machine).")] = None
+    executor: Annotated[str | dict[str, dict[str, Any]] | None, dg.Resolver.default(
+        description="The batched jobs' executor: in_process, celery, or {celery: {broker: ..., backend: ..., "
+                    "config_source: {...}}} (dagster-celery's config). Default: SCRAPE_CONTRACTS_EXECUTOR, "
+                    "else in_process.")] = None
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         directory = context.path / self.contracts_dir
@@ -97,7 +106,7 @@ class ScrapeContracts(dg.Component, dg.Resolvable):
                 "(relative to this defs.yaml)")
         return build_definitions(
             directory, db_url=self.db_url, group_name=self.group_name,
-            pages=self._pages_location(context.path))
+            pages=self._pages_location(context.path), chunks=self.chunks, executor=self.executor)
 
     def _pages_location(self, here: Path) -> str | None:
         if not self.pages or self.pages == "store" or "://" in self.pages:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrape_contracts.adapters.pages import PageStore
+from scrape_contracts.adapters.store.host_budgets import shared_budgets_for
 from scrape_contracts.adapters.store import (
     LeaseLost, LostLease, ProjectStore, StoreUnavailable, unavailable,
 )
@@ -171,7 +172,8 @@ class BatchRunner:
         fetch_job = FetchJob(count, self.loaded, self.fetch_settings, self.artifacts.location, tuple(targets),
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
-                             self._selectors, self._connections(targets), count, self.force, pages, self.jobs)
+                             self._selectors, self._connections(targets), count, self.force, pages, self.jobs,
+                             self._budgets_url())
         start(fetch_main, (fetch_job, fetched, results, owner))
         if owner is not None:
             owner.close()  # the workers have their copies; this process keeps only the write end
@@ -185,6 +187,11 @@ class BatchRunner:
             if owner_end is not None:
                 owner_end.close()
             self.stats.finished = time.monotonic()
+
+    def _budgets_url(self) -> str | None:
+        """The store's URL when it keeps the hosts' budgets for every process (PostgreSQL), else None."""
+        url = self.store.engine.url
+        return url.render_as_string(hide_password=False) if shared_budgets_for(str(url)) else None
 
     def _connections(self, targets: Sequence[BatchTarget]) -> int:
         if self.settings.max_connections is not None:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.fetch.pace import AsyncPacer, HostLimits, limits_for
 from scrape_contracts.adapters.store import SelectorVersion
+from scrape_contracts.adapters.store.host_budgets import HostBudgets
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.service.batch_worker import BatchTarget, Done, watch_owner
 from scrape_contracts.service.breaker import HostBreaker
@@ -51,6 +52,8 @@ class FetchJob:
     force: bool = False
     stored_pages: dict[str, str] | None = None  # re-extraction: partition → sha256 of its last fetched page
     jobs: Any = None  # the provider adapter's job book (picklable: it opens the store in this process)
+    # the project store when it keeps every host's budget for all processes (PostgreSQL): see pace.py
+    budgets_url: str | None = None
 
 
 def fetch_main(job: FetchJob, pages: Any, results: Any, owner: Any = None) -> None:
@@ -100,7 +103,8 @@ class Fetching:
         # no site is asked for stored pages or fixture files: the connection cap is the only limit
         limits = HostLimits(concurrency=job.max_connections, throttle=False) if offline \
             else limits_for(job.fetch_settings)
-        pacer = AsyncPacer(limits)
+        budgets = HostBudgets(job.budgets_url) if job.budgets_url and not offline else None
+        pacer = AsyncPacer(limits, shared=budgets, hold_s=getattr(job.fetch_settings, "deadline_s", 60.0))
         fetcher, paced = self._fetcher(pacer)
         # room for the pages on their way to the parsers: when they fall behind, fetching waits
         room = asyncio.Semaphore(max(job.max_connections, _SEND_AT * 2))
@@ -127,6 +131,9 @@ class Fetching:
                 await asyncio.gather(*self._sending, return_exceptions=True)
             self._sender.shutdown(wait=True)
             await fetcher.aclose()
+            if budgets is not None:
+                pacer.close()
+                budgets.close()
 
     def _send(self, room: asyncio.Semaphore) -> None:
         if not self._outbox:

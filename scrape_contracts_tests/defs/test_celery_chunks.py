@@ -73,7 +73,7 @@ class Crew:
         contracts.mkdir()
         targets = "".join(f"  - url: {site.url('/p/' + k)}\n    key: {k}\n" for k in KEYS)
         (contracts / "shop.yaml").write_text(
-            f"name: shop\ntargets:\n{targets}fetch:\n  allow_private_addresses: true\n  timeout_s: 30\n"
+            f"name: shop\ntargets:\n{targets}fetch:\n  allow_private_addresses: true\n  timeout_s: 12\n  deadline_s: 12\n"
             "  concurrency: 4\nfields:\n  title:\n    selector: h1\n  price:\n    selector: .price\n"
             "    type: number\n")
         settings = {"task_default_queue": self.queue, "broker_heartbeat": heartbeat}

@@ -18,15 +18,23 @@ Back-off (``throttle``), like Scrapy's AutoThrottle in spirit, as a window of sl
   slot less;
 - any other answer: the window grows back by 1/window (one slot per window's worth of answers), up to the
   contract's concurrency. With steady latencies nothing is ever held back.
+
+Across processes (chunk steps of one batched run, or several runs, on several worker hosts), ``shared`` bounds
+the total: a ``SharedBudget`` (adapters/store/host_budgets.py, on the PostgreSQL project store) hands out the
+host's ``concurrency`` slots and spaces its starts by ``interval_s`` over every process. The local pace still
+decides first (its window may be smaller than the contract's concurrency, a Retry-After holds it); then the
+request waits for a shared slot and its shared start time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 SLOW_FACTOR = 3.0
 SLOW_MARGIN_S = 0.5
@@ -120,10 +128,24 @@ class HostPace:
         self.window = max(1.0, self.window / 2 if halve else self.window - 1.0)
 
 
+class SharedBudget(Protocol):
+    """A host budget shared with other processes (blocking calls; the pacer makes them from one thread)."""
+
+    def take(self, host: str, slots: int, hold_s: float) -> int | None: ...  # None: every slot is held
+
+    def give_back(self, host: str, slot: int) -> None: ...
+
+    def next_start(self, host: str, interval_s: float) -> float: ...  # seconds to wait before starting
+
+
+SHARED_POLL_S = (0.005, 0.1)  # first and longest wait between two tries for a shared slot
+
+
 @dataclass(frozen=True)
 class Ticket:
     host: str
     started: float
+    slot: int | None = None  # the shared slot it holds
 
 
 class _Base:
@@ -155,9 +177,13 @@ class AsyncPacer(_Base):
     ``host`` comes free or a request of it starts waiting out a retry (the batch's dispatcher listens)."""
 
     def __init__(self, limits: HostLimits, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 shared: SharedBudget | None = None, hold_s: float = 60.0) -> None:
         super().__init__(limits, clock)
         self.sleep = sleep
+        self.shared, self.hold_s = shared, hold_s
+        self._shared_calls = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="host-budget") \
+            if shared is not None else None
         self._gates: dict[str, _Gate] = {}
         self.listeners: list[Callable[[str], None]] = []
         self.resting = 0  # requests waiting out a retry, over all hosts
@@ -189,11 +215,36 @@ class AsyncPacer(_Base):
                     await freed.wait()
                 else:
                     await self.sleep(wait)
+            slot = await self._take_shared(host) if self.shared is not None else None
             now = self.clock()
             pace.start(now)
-            return Ticket(host, now)
+            return Ticket(host, now, slot)
+
+    def close(self) -> None:
+        """Wait for the shared slots' last give-backs."""
+        if self._shared_calls is not None:
+            self._shared_calls.shutdown(wait=True)
+
+    async def _take_shared(self, host: str) -> int:
+        assert self.shared is not None
+        loop, shared = asyncio.get_running_loop(), self.shared
+        poll = SHARED_POLL_S[0]
+        while True:
+            slot = await loop.run_in_executor(self._shared_calls, shared.take, host, self.limits.concurrency,
+                                              self.hold_s)
+            if slot is not None:
+                break
+            await self.sleep(poll)  # every slot is held elsewhere: they come back as requests end
+            poll = min(SHARED_POLL_S[1], poll * 2)
+        if self.limits.interval_s:
+            wait = await loop.run_in_executor(self._shared_calls, shared.next_start, host, self.limits.interval_s)
+            if wait:
+                await self.sleep(wait)
+        return slot
 
     def give_back(self, ticket: Ticket, status: int | None, retry_after_s: float | None = None) -> None:
+        if ticket.slot is not None and self._shared_calls is not None and self.shared is not None:
+            self._shared_calls.submit(self.shared.give_back, ticket.host, ticket.slot)  # in order, after takes
         self.pace(ticket.host).finish(self.clock(), ticket.started, status, retry_after_s)
         gate = self._gate(ticket.host)
         gate.freed.set()

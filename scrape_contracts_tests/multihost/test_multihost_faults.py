@@ -14,6 +14,7 @@ import signal
 import threading
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import sqlalchemy as sa
 
@@ -77,7 +78,7 @@ def test_a_killed_host_and_a_frozen_one_lose_nothing_and_the_stale_commits_are_r
                     gate.set()
                 assert running.wait(400) == 0, deployment.log(netns.CONTROL, "sweep-faults").read_text()[-3000:]
                 sweep.phase("sweep done")
-                run_ids = [r.run_id for r in sweep.instance.get_runs()]
+                run_ids = [r.run_id for r in sweep.instance.get_runs(filters=dg.RunsFilter(job_name="scrape_shop_batch_job"))]
                 attempts = chunk_attempts(sweep.instance, run_ids)
                 handed_on = {step: hosts for step, hosts in attempts.items() if len(hosts) > 1}
                 # A's and C's chunks went to B; nothing else was handed on

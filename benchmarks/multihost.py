@@ -58,7 +58,8 @@ def _database() -> tuple[str, sa.Engine]:
 def _drop(url: str, admin: sa.Engine) -> None:
     name = url.rsplit("/", 1)[1]
     with admin.connect() as conn:
-        conn.execute(sa.text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
+        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             f"WHERE datname = '{name}'"))
         conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
     admin.dispose()
 
@@ -78,7 +79,8 @@ def sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
             bound = max(pages[a] * latency[a] / args.concurrency for a in cluster.site_addresses)
             db, admin = _database()
             try:
-                with multihost.deployment(cluster, db, contracts, SCRAPE_CONTRACTS_CHUNKS=str(args.chunks)) as d:
+                chunks = str(args.chunks)
+                with multihost.deployment(cluster, db, contracts, SCRAPE_CONTRACTS_CHUNKS=chunks) as d:
                     for name in names:
                         d.start_worker(name, concurrency=args.worker_concurrency)
                     d.start_daemon()
@@ -92,13 +94,16 @@ def sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
                         raise SystemExit(f"the sweep failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
                     observer = root / f"observer-{workers}"
                     observer.mkdir()
-                    (observer / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: {db!r}\n")
+                    (observer / "dagster.yaml").write_text(
+                        f"storage:\n  postgres:\n    postgres_url: {db!r}\n")
                     with dg.DagsterInstance.from_config(str(observer)) as instance:
-                        records = instance.get_run_records(filters=dg.RunsFilter(job_name="scrape_shop_batch_job"))
-                        span = (max(r.end_time or 0 for r in records) - min(r.start_time or 0 for r in records))
+                        batch_runs = dg.RunsFilter(job_name="scrape_shop_batch_job")
+                        records = instance.get_run_records(filters=batch_runs)
+                        span = max(r.end_time or 0 for r in records) - min(r.start_time or 0 for r in records)
                     engine = sa.create_engine(db)
                     with engine.connect() as conn:
-                        accepted = conn.execute(sa.text("select count(distinct partition) from sc_accepted")).scalar()
+                        accepted = conn.execute(sa.text(
+                            "select count(distinct partition) from sc_accepted")).scalar()
                     engine.dispose()
             finally:
                 _drop(db, admin)
@@ -114,11 +119,11 @@ def sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", type=int, default=20_000)
-    parser.add_argument("--workers", default="1,2,3", help="worker host counts to sweep with, e.g. 1,2,3 or 3")
+    parser.add_argument("--workers", default="1,2,3", help="worker host counts to sweep with: 1,2,3 or 3")
     parser.add_argument("--site-hosts", type=int, default=16)
-    parser.add_argument("--concurrency", type=int, default=4, help="fetch.concurrency: per site host, all hosts")
+    parser.add_argument("--concurrency", type=int, default=4, help="fetch.concurrency (per site host)")
     parser.add_argument("--chunks", type=int, default=6, help="chunk steps per batched run")
-    parser.add_argument("--worker-concurrency", type=int, default=1, help="chunk steps at once per worker host")
+    parser.add_argument("--worker-concurrency", type=int, default=1, help="chunks at once per worker host")
     args = parser.parse_args()
     reason = netns.unavailable_reason()
     if reason is not None:
@@ -133,13 +138,15 @@ def main() -> None:
             print(f"{workers} host(s): wall {result['wall']:.1f} s, runs {result['runs']:.1f} s, bound "
                   f"{result['bound']:.1f} s -> ratio {result['bound'] / result['wall']:.3f} (wall), "
                   f"{result['bound'] / result['runs']:.3f} (runs); {result['accepted']} accepted; shares "
-                  f"{result['shares']}; max in flight per site host {result['peak']} (limit {args.concurrency}); "
+                  f"{result['shares']}; max in flight per site host {result['peak']} "
+                  f"(limit {args.concurrency}); "
                   f"load {result['load'][0][0]:.1f} -> {result['load'][1][0]:.1f}", flush=True)
             print(f"  {result['summary']}", flush=True)
     if len(results) > 1:
         base = results[0]
         for result in results[1:]:
-            print(f"{result['workers']} vs {base['workers']} host(s): speed-up {base['wall'] / result['wall']:.2f} "
+            print(f"{result['workers']} vs {base['workers']} host(s): "
+                  f"speed-up {base['wall'] / result['wall']:.2f} "
                   f"(wall), {base['runs'] / result['runs']:.2f} (runs)")
 
 

@@ -31,7 +31,8 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def _relay(to_host: str, to_port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _relay(to_host: str, to_port: int, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
     try:
         up_reader, up_writer = await asyncio.open_connection(to_host, to_port)
     except OSError:
@@ -51,7 +52,8 @@ async def _main(pairs: list[str]) -> None:
         listen, _, target = pair.partition("=")
         (host, port), (to_host, to_port) = _address(listen), _address(target)
         servers.append(await asyncio.start_server(
-            lambda r, w, h=to_host, p=to_port: _relay(h, p, r, w), host, port, backlog=1024, reuse_address=True))
+            lambda r, w, h=to_host, p=to_port: _relay(h, p, r, w), host, port, backlog=1024,
+            reuse_address=True))
     print("listening", flush=True)
     loop = asyncio.get_running_loop()
     closed = loop.create_future()

@@ -28,11 +28,13 @@ from pathlib import Path
 import yaml
 
 from scrape_contracts.testing import netns
+from scrape_contracts.testing.hosts_site import HostsSite
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCE_CONFIG = REPO / "deploy" / "dagster.postgres.yaml"
 WORKER_CONFIG = REPO / "deploy" / "celery_worker.yaml"  # the shipped worker settings; the broker set per host
 _BIN = Path(sys.executable).parent
+_CLI = "from scrape_contracts.cli import console; console()"  # `scrape-contracts` of this interpreter
 
 
 def _rabbitmqctl(*args: str, check: bool = True) -> str:
@@ -65,7 +67,8 @@ class Deployment:
         broker = self.cluster.broker_url(host).rstrip("/") + f"/{self.vhost}"
         return self.cluster.environment(
             host, PATH=f"{_BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-            PYTHONPATH=str(REPO), DAGSTER_PG_URL=db, SCRAPE_CONTRACTS_DB_URL=db, SCRAPE_CONTRACTS_PAGES="store",
+            PYTHONPATH=str(REPO), DAGSTER_PG_URL=db, SCRAPE_CONTRACTS_DB_URL=db,
+            SCRAPE_CONTRACTS_PAGES="store",
             SCRAPE_CONTRACTS_DIR=str(self.contracts_dir), SCRAPE_CONTRACTS_EXECUTOR="celery",
             SCRAPE_CONTRACTS_CELERY_BROKER=broker, **{**self.extra_env, **extra})
 
@@ -87,7 +90,8 @@ class Deployment:
         process = self.cluster.start(host, [
             str(_BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
             "-y", f"{netns.HOST_DIR}/celery.yaml",
-            "--name", f"host-{host}", "--", "--pool", "threads", "--concurrency", str(concurrency), "--without-gossip",
+            "--name", f"host-{host}", "--", "--pool", "threads", "--concurrency", str(concurrency),
+            "--without-gossip",
             "--without-mingle"], env, log=self.log(host, "worker"), cwd=REPO)
         self.workers[host] = process
         return process
@@ -115,13 +119,12 @@ class Deployment:
 
     def command(self, host: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         """``scrape-contracts ARGS`` on ``host``."""
-        return self.cluster.run(host, [sys.executable, "-c", "from scrape_contracts.cli import console; console()",
-                                       *args],
+        return self.cluster.run(host, [sys.executable, "-c", _CLI, *args],
                                 self.environment(host), timeout=timeout)
 
     def _sweep_args(self, contract: str, key: str, timeout: float) -> list[str]:
-        return ["run", contract, "--queue", "--wait", "--idempotency-key", key, "--timeout", str(int(timeout)),
-                "--workspace", str(REPO / "workspace.yaml")]
+        return ["run", contract, "--queue", "--wait", "--idempotency-key", key,
+                "--timeout", str(int(timeout)), "--workspace", str(REPO / "workspace.yaml")]
 
     def sweep(self, contract: str, key: str, *, timeout: float = 600) -> subprocess.CompletedProcess:
         """Every target of ``contract`` not paused, as queued batched runs started by the daemon; waits."""
@@ -130,7 +133,7 @@ class Deployment:
     def start_sweep(self, contract: str, key: str, *, timeout: float = 600) -> subprocess.Popen:
         """``sweep`` in the background (its output in the control host's ``sweep-KEY.log``)."""
         return self.cluster.start(netns.CONTROL, [
-            sys.executable, "-c", "from scrape_contracts.cli import console; console()",
+            sys.executable, "-c", _CLI,
             *self._sweep_args(contract, key, timeout)], self.environment(netns.CONTROL),
             log=self.log(netns.CONTROL, f"sweep-{key}"), cwd=REPO)
 
@@ -138,7 +141,8 @@ class Deployment:
         """The instance's and the project store's tables, made once before any host starts."""
         done = self.cluster.run(netns.CONTROL, [sys.executable, "-c", (
             "import dagster as dg; dg.DagsterInstance.get().get_runs(limit=1); "
-            "from scrape_contracts import settings; from scrape_contracts.adapters.store import ProjectStore; "
+            "from scrape_contracts import settings; "
+            "from scrape_contracts.adapters.store import ProjectStore; "
             "ProjectStore(settings.db_url())")], self.environment(netns.CONTROL), timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"could not prepare the instance and the store: {done.stderr[-2000:]}")
@@ -204,9 +208,10 @@ def write_contract(folder: Path, name: str, targets: dict[str, str], concurrency
 
 
 class Shop:
-    """Product pages ``/p/<n>`` on every site host. ``layout[path]`` (``v1``, or ``renamed``: the ids gone in a
-    redesign, the ``itemprop``/``data-field`` anchors kept, so the healer finds the fields again;
-    ``noprice``: sold out, no price) and ``price[path]`` change what a page says from one sweep to the next."""
+    """Product pages ``/p/<n>`` on every site host. ``layout[path]`` (``v1``, or ``renamed``: the ids gone in
+    a redesign, the ``itemprop``/``data-field`` anchors kept, so the healer finds the fields again;
+    ``noprice``: sold out, no price) and ``price[path]`` change what a page says from one sweep to the
+    next."""
 
     def __init__(self) -> None:
         self.layout: dict[str, str] = {}
@@ -218,9 +223,11 @@ class Shop:
         layout = self.layout.get(path, "v1")
         if layout == "v1":
             body = (f'<h1 id="title" itemprop="name">{title}</h1><p>SKU: <span id="sku" itemprop="sku">{sku}'
-                    f'</span></p><div class="buy">Price: <span id="price" data-field="price">{price}</span></div>')
+                    f'</span></p><div class="buy">Price: <span id="price" data-field="price">{price}</span>'
+                    '</div>')
         elif layout == "noprice":  # sold out: no price on the page
-            body = f'<h1 id="title" itemprop="name">{title}</h1><p>SKU: <span id="sku" itemprop="sku">{sku}</span></p>'
+            body = (f'<h1 id="title" itemprop="name">{title}</h1><p>SKU: <span id="sku" itemprop="sku">{sku}'
+                    '</span></p>')
         else:
             body = (f'<div class="c-a1"><h1 class="c-t9" itemprop="name">{title}</h1></div><p>SKU: <span '
                     f'class="c-s3" itemprop="sku">{sku}</span></p><div class="c-b7">Price: <strong '
@@ -230,6 +237,6 @@ class Shop:
                 f"<aside><span class='price'>$7.99</span></aside></body></html>")
 
 
-def dealt_targets(site: object, addresses: list[str], count: int) -> dict[str, str]:
-    """``count`` targets, key ``p<n>``, dealt over the site hosts in turn (``site.url(address, path)``)."""
-    return {f"p{n}": site.url(addresses[n % len(addresses)], f"/p/{n}") for n in range(count)}  # type: ignore[attr-defined]
+def dealt_targets(site: HostsSite, addresses: list[str], count: int) -> dict[str, str]:
+    """``count`` targets, key ``p<n>``, dealt over the site hosts in turn."""
+    return {f"p{n}": site.url(addresses[n % len(addresses)], f"/p/{n}") for n in range(count)}

@@ -15,7 +15,8 @@ empty folder (``c.hosts["a"].home``), which its processes see at one path, the s
 machines: a path one host's Dagster instance hands another (a run's instance reference names its
 DAGSTER_HOME) is that host's own folder there, never the first one's. Nothing is shared but the database,
 the broker and the code. ``c.hosts["control"]`` is the machine of the daemon and the run workers: the root
-network namespace (the database on 127.0.0.1), its folder isolated the same way. ``c.start("a", [...], env)`` starts a process inside host a (``ip netns exec``
+network namespace (the database on 127.0.0.1), its folder isolated the same way.
+``c.start("a", [...], env)`` starts a process inside host a (``ip netns exec``
 execs the command, so the pid is the process's own); ``c.signal("a", SIGSTOP)`` signals every process in
 the host (a frozen or killed machine, its children included).
 
@@ -69,7 +70,8 @@ def unavailable_reason() -> str | None:
 
 
 def ip_command() -> str | None:
-    return shutil.which("ip") or next((p for p in ("/usr/sbin/ip", "/sbin/ip") if os.access(p, os.X_OK)), None)
+    found = shutil.which("ip")
+    return found or next((p for p in ("/usr/sbin/ip", "/sbin/ip") if os.access(p, os.X_OK)), None)
 
 
 def _ip(*args: str, check: bool = True) -> str:
@@ -134,8 +136,8 @@ class Cluster:
         interpreter's PATH, nothing of this process's SCRAPE_CONTRACTS_* or DAGSTER_* settings."""
         keep = {k: v for k, v in os.environ.items()
                 if not k.startswith(("SCRAPE_CONTRACTS_", "DAGSTER_", "PYTEST_", "CELERY_"))}
-        env = {**keep, "HOME": HOST_DIR, "TMPDIR": f"{HOST_DIR}/tmp", "DAGSTER_HOME": f"{HOST_DIR}/dagster_home",
-               "PYTHONUNBUFFERED": "1"}
+        env = {**keep, "HOME": HOST_DIR, "TMPDIR": f"{HOST_DIR}/tmp",
+               "DAGSTER_HOME": f"{HOST_DIR}/dagster_home", "PYTHONUNBUFFERED": "1"}
         env.update(extra)
         return env
 
@@ -156,7 +158,8 @@ class Cluster:
     def run(self, host: str, argv: Sequence[str], env: dict[str, str] | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess:
         return subprocess.run(self.hosts[host].command(argv),
-                              env=env or self.environment(host), capture_output=True, text=True, timeout=timeout)
+                              env=env or self.environment(host), capture_output=True, text=True,
+                              timeout=timeout)
 
     def pids(self, host: str) -> list[int]:
         netns = self.hosts[host].netns
@@ -223,7 +226,8 @@ def owner_alive(name: str) -> bool:
 def _ours() -> tuple[list[str], list[str]]:
     """(namespaces, root-side links) whose names this module made."""
     spaces = [line.split()[0] for line in _ip("netns", "list").splitlines() if line.startswith(FAMILY)]
-    links = [line.split()[0].split("@")[0] for line in _ip("-br", "link").splitlines() if line.startswith(FAMILY)]
+    links = [line.split()[0].split("@")[0] for line in _ip("-br", "link").splitlines()
+             if line.startswith(FAMILY)]
     return spaces, links
 
 

@@ -1,5 +1,5 @@
-"""What the multi-host tests run and read: sweeps on a deployment, the per-partition story of a sweep (from the
-instance's event log and the project store), the same sweep on one machine, which host asked the site."""
+"""What the multi-host tests run and read: sweeps on a deployment, the per-partition story of a sweep (from
+the instance's event log and the project store), the same sweep on one machine, which host asked the site."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from scrape_contracts.testing import multihost, netns
 from scrape_contracts.testing.hosts_site import HostsSite
 
-CONCURRENCY = 2  # fetch.concurrency of the tests' contracts: requests in flight per site host, all hosts together
+# fetch.concurrency of the tests' contracts: requests in flight per site host, all worker hosts together
+CONCURRENCY = 2
 _RUN_ID = re.compile(r"(?:queued run|already started with this key: run) ([0-9a-f-]{36})")
 _STORY = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_CHECK_EVALUATION,
           dg.DagsterEventType.ASSET_OBSERVATION}
@@ -51,7 +52,8 @@ class Sweep:
         if self.deployment.daemon is None:
             self.deployment.start_daemon()
         for host in hosts:
-            netns.wait_until(f"host {host}'s worker ready", lambda h=host: self.deployment.worker_ready(h), 120)
+            netns.wait_until(f"host {host}'s worker ready", lambda h=host: self.deployment.worker_ready(h),
+                             120)
         self.phase(f"workers {', '.join(hosts)} ready")
 
     def run(self, contract: str, key: str, *, expect_ok: bool = True) -> list[str]:
@@ -61,13 +63,14 @@ class Sweep:
         if expect_ok and (done.returncode != 0 or not run_ids):
             daemon = self.deployment.log(netns.CONTROL, "daemon")
             raise AssertionError(f"sweep {key} of {contract} failed ({done.returncode}):\n{done.stdout}\n"
-                                 f"{done.stderr[-3000:]}\ndaemon: {daemon.read_text()[-3000:] if daemon.exists() else ''}")
+                                 f"{done.stderr[-3000:]}\n"
+                                 f"daemon: {daemon.read_text()[-3000:] if daemon.exists() else ''}")
         self.phase(f"sweep {key} of {contract} done")
         return run_ids
 
 
 def chunk_workers(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, str]:
-    """Chunk step → the Celery worker (``host-<name>``) that ran it last, from dagster-celery's engine events."""
+    """Chunk step → the Celery worker (``host-<name>``) that ran it last (dagster-celery's engine events)."""
     found: dict[str, str] = {}
     for run_id in run_ids:
         for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
@@ -98,7 +101,8 @@ def observations(instance: dg.DagsterInstance, run_ids: list[str], stage: str) -
             data = entry.asset_observation
             if data is not None and (s := data.metadata.get("stage")) is not None and s.value == stage:
                 reason = data.metadata.get("reason")
-                found.append((entry.step_key or "", data.partition or "", str(reason.value if reason else "")))
+                found.append((entry.step_key or "", data.partition or "",
+                              str(reason.value if reason else "")))
     return found
 
 
@@ -150,7 +154,8 @@ class SingleMachine:
     def __init__(self, contracts: Path, contract: str, home: Path) -> None:
         home.mkdir(parents=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SCRAPE_CONTRACTS_", "DAGSTER_"))}
-        env.update(DAGSTER_HOME=str(home), SCRAPE_CONTRACTS_DB_URL=f"sqlite:///{home / 'scrape_contracts.db'}",
+        env.update(DAGSTER_HOME=str(home),
+                   SCRAPE_CONTRACTS_DB_URL=f"sqlite:///{home / 'scrape_contracts.db'}",
                    SCRAPE_CONTRACTS_ARTIFACTS_DIR=str(home / "artifacts"), PYTHONPATH=str(multihost.REPO))
         self.process = subprocess.Popen([sys.executable, "-m", "scrape_contracts_tests.multihost.sweeps",
                                          str(contracts), contract], env=env, stdout=subprocess.PIPE,

@@ -1,6 +1,6 @@
-"""A sweep over three worker hosts (network namespaces, ``scrape_contracts.testing.netns``): the chunk steps of
-the batched runs placed by dagster-celery on the RabbitMQ broker, every host with its own empty folders, the
-database and the broker reached over the bridge, the site served from a fourth namespace.
+"""A sweep over three worker hosts (network namespaces, ``scrape_contracts.testing.netns``): the chunk steps
+of the batched runs placed by dagster-celery on the RabbitMQ broker, every host with its own empty folders,
+the database and the broker reached over the bridge, the site served from a fourth namespace.
 
 Shown: every target's outcome recorded exactly once, the same per-partition events and outcomes as the same
 sweep on one machine, the work spread over the three hosts (the site's log says which host asked; the
@@ -85,13 +85,14 @@ def test_a_sweep_over_three_hosts_is_the_sweep_of_one_machine(cluster: netns.Clu
             keys = [f"p{path[3:]}" for path in moved]
             with store.connect() as conn:
                 outcomes = dict(conn.execute(sa.text(
-                    "select partition, outcome from sc_candidates where run_id = any(:r) and partition = any(:k)"
+                    "select partition, outcome from sc_candidates "
+                    "where run_id = any(:r) and partition = any(:k)"
                 ), {"r": second, "k": keys}).all())
                 # the pages A stored in the first sweep (sc_pages, the store's page storage) for those targets
                 stored = conn.execute(sa.text(
                     "select count(*) from sc_accepted a join sc_pages p on p.sha256 = a.page_sha256 "
                     "where a.run_id = any(:r) and a.partition = any(:k)"), {"r": first, "k": keys}).scalar()
-                # no element fingerprints (none are taken while the last page is kept): only A's page can serve
+                # no element fingerprints (none are taken while the last page is kept): only A's page serves
                 assert conn.execute(sa.text("select count(*) from sc_fingerprints")).scalar() == 0
             # the first one healed (a new selector version); the others read with it, their data unchanged
             assert sorted(outcomes) == sorted(keys) and set(outcomes.values()) <= {"healed", "unchanged"}

@@ -68,17 +68,21 @@ def test_a_killed_host_and_a_frozen_one_lose_nothing_and_the_stale_commits_are_r
 
                 # A and C midway: some of their targets committed, their next pages held
                 for host in ("a", "c"):
-                    netns.wait_until(f"host {host} has committed targets", lambda h=host: committed_by(h), 240)
+                    netns.wait_until(f"host {host} has committed targets", lambda h=host: committed_by(h),
+                                     240)
                 before = _accepted(store)
-                sweep.phase(f"A committed {len(committed_by('a'))}, C {len(committed_by('c'))}: A killed, C frozen")
+                sweep.phase(f"A committed {len(committed_by('a'))}, C {len(committed_by('c'))}: "
+                            "A killed, C frozen")
                 cluster.signal("a", signal.SIGKILL)
                 frozen = cluster.signal("c", signal.SIGSTOP)
                 netns.wait_until("host C stopped", lambda: all(netns.stopped(p) for p in frozen), 30)
                 for gate in gates.values():
                     gate.set()
-                assert running.wait(400) == 0, deployment.log(netns.CONTROL, "sweep-faults").read_text()[-3000:]
+                log = deployment.log(netns.CONTROL, "sweep-faults")
+                assert running.wait(400) == 0, log.read_text()[-3000:]
                 sweep.phase("sweep done")
-                run_ids = [r.run_id for r in sweep.instance.get_runs(filters=dg.RunsFilter(job_name="scrape_shop_batch_job"))]
+                batch_runs = dg.RunsFilter(job_name="scrape_shop_batch_job")
+                run_ids = [r.run_id for r in sweep.instance.get_runs(filters=batch_runs)]
                 attempts = chunk_attempts(sweep.instance, run_ids)
                 handed_on = {step: hosts for step, hosts in attempts.items() if len(hosts) > 1}
                 # A's and C's chunks went to B; nothing else was handed on

@@ -38,7 +38,8 @@ PROBE = textwrap.dedent("""
 
 def test_each_host_reaches_the_site_the_database_and_the_broker(cluster: netns.Cluster) -> None:
     require_postgres()
-    plans = {address: HostPlan(page=lambda path, a=address: f"<p>{a}{path}</p>") for address in cluster.site_addresses}
+    plans = {address: HostPlan(page=lambda path, a=address: f"<p>{a}{path}</p>")
+             for address in cluster.site_addresses}
     with HostsSite(plans, enter=lambda: netns.enter(cluster.site_netns)) as site:
         for name, host in cluster.hosts.items():
             address = cluster.site_addresses[len(name) % len(cluster.site_addresses)]
@@ -46,11 +47,13 @@ def test_each_host_reaches_the_site_the_database_and_the_broker(cluster: netns.C
                                       cluster.database_url(PG_ADMIN_URL, name), cluster.gateway])
             assert done.returncode == 0, done.stderr
             assert done.stdout.split("\n")[:3] == [f"<p>{address}/p/{name}</p>", "postgres", "amqp 1 0 10 10"]
-            assert [(s.path, s.client) for s in site.requests(address, f"/p/{name}")] == [(f"/p/{name}", host.address)]
+            seen = [(s.path, s.client) for s in site.requests(address, f"/p/{name}")]
+            assert seen == [(f"/p/{name}", host.address)]
             # its own folders, empty
             assert sorted(p.name for p in host.home.iterdir()) == ["dagster_home", "tmp"]
             assert not any((host.home / "dagster_home").iterdir())
-    # the site's addresses exist only in the site's namespace: this process (the root namespace) cannot bind them
+    # the site's addresses exist only in the site's namespace: this process (the root namespace) cannot
+    # bind them
     with pytest.raises(RuntimeError, match="cannot assign requested address"):
         HostsSite({cluster.site_addresses[0]: HostPlan()})
 

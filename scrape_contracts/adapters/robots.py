@@ -37,6 +37,15 @@ def host_key(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1].lower()}"
 
 
+def is_robots_url(url: str) -> bool:
+    return urlsplit(url).path == "/robots.txt"
+
+
+def sitemaps_in(text: str) -> list[str]:
+    """The ``Sitemap:`` lines of a robots.txt, in their order (RFC 9309 leaves them outside the groups)."""
+    return list(Protego.parse(text).sitemaps)
+
+
 @dataclass(frozen=True)
 class HostRules:
     """What one host's robots.txt says for one user agent."""

@@ -42,10 +42,12 @@ class AcceptSource(TextEnum):
 
 
 class SelectorSource(TextEnum):
-    """Where a selector version came from: the contract's YAML, or a heal."""
+    """Where a selector version came from: the contract's YAML, a heal, or a provider's repair a person
+    approved (and the contract's checks passed)."""
 
     CONTRACT = "contract"
     HEAL = "heal"
+    PROVIDER_REPAIR = "provider_repair"
 
 
 class OutboxKind(TextEnum):
@@ -71,6 +73,18 @@ class ProviderJobState(TextEnum):
     FAILED = "failed"
     INDETERMINATE = "indeterminate"
     ABANDONED = "abandoned"
+
+
+class RepairState(TextEnum):
+    """A provider repair's life (adapters/store/repairs.py): requesting → proposed | failed;
+    proposed → accepted (approved and passed the checks) | refused (approved, failed the checks) | rejected."""
+
+    REQUESTING = "requesting"
+    PROPOSED = "proposed"
+    FAILED = "failed"
+    ACCEPTED = "accepted"
+    REFUSED = "refused"
+    REJECTED = "rejected"
 
 
 class DeliveryState(TextEnum):
@@ -344,4 +358,36 @@ provider_jobs = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.Index("ix_sc_provider_jobs_target", "contract", "partition", "id"),
     sa.Index("ix_sc_provider_jobs_spend", "contract", "submitting_at"),
+)
+
+# One row per repair a target asked its provider for, when healing refused (docs/providers.md): the fields
+# and the selectors that failed, the provider's proposal (field → selector, and the value it read), what it
+# cost (budgets sum it with the jobs), and the person's decision. A proposal changes nothing by itself: its
+# candidate waits in quarantine, and only an approval whose record passes the contract's checks makes a
+# selector version (source ``provider_repair``).
+repair_proposals = sa.Table(
+    "sc_repair_proposals", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("contract", sa.String(128), nullable=False),
+    sa.Column("partition", sa.String(256), nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("sweep", sa.String(256), nullable=False),
+    sa.Column("job_id", sa.String(256)),  # the provider job whose page needed the repair
+    sa.Column("page_sha256", sa.String(64)),  # that page, in the page storage
+    sa.Column("state", _enum(RepairState, "ck_sc_repair_proposals_state", 16), nullable=False),
+    sa.Column("repair_id", sa.String(256)),
+    sa.Column("fields", sa.JSON, nullable=False),  # field → the selector that failed
+    sa.Column("selectors", sa.JSON),  # the proposal: field → selector
+    sa.Column("proposed_values", sa.JSON),  # field → the value the provider says its selector reads
+    sa.Column("cost_micros", sa.BigInteger),
+    sa.Column("error", sa.Text),
+    sa.Column("selector_version", sa.Integer),  # the version an accepted proposal made
+    sa.Column("decided_by", sa.String(256)),
+    sa.Column("decided_reason", sa.Text),
+    sa.Column("decided_at", sa.DateTime(timezone=True)),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_sc_repair_proposals_target", "contract", "partition", "id"),
+    sa.Index("ix_sc_repair_proposals_spend", "contract", "created_at"),
 )

@@ -47,6 +47,16 @@ class ContractSummary(_Record):
     schedule: str | None = Field(description="cron of the contract's schedule, if any")
 
 
+class RepairProposalView(_Record):
+    proposal_id: int
+    repair_id: str | None
+    candidate_id: int
+    fields: dict[str, str] = Field(description="field → the selector that failed")
+    selectors: dict[str, str] = Field(description="field → the selector the provider proposes")
+    values: dict[str, Any] = Field(description="field → the value the provider says its selector reads")
+    cost: float | None
+
+
 class TargetStatus(_Record):
     key: str = Field(description="the target's partition key")
     url: str
@@ -60,6 +70,9 @@ class TargetStatus(_Record):
     gone_since: str | None = Field(
         None, description="when its discovery source stopped listing it (ISO 8601): its data stays, sweeps "
                           "skip it until it is listed again")
+    repair_proposal: RepairProposalView | None = Field(
+        None, description="the provider's repair proposal its quarantined candidate waits on (accept: applied to "
+                          "the stored page and checked again; reject: discarded)")
 
 
 class ContractDetail(_Record):

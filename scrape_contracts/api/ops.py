@@ -105,7 +105,8 @@ class FrontDoor(RecoveryOps):
                 last_outcome=str(candidate.status) if candidate else None,
                 last_run_id=candidate.run_id if candidate else None,
                 last_scraped_at=candidate.created_at.isoformat() if candidate else None,
-                gone_since=gone[key].isoformat() if key in gone else None))
+                gone_since=gone[key].isoformat() if key in gone else None,
+                repair_proposal=self._proposal(candidate)))
         definition = contract.model_dump(mode="json", by_alias=True, exclude_none=True)
         fetch = definition.get("fetch") or {}
         # request headers are where a contract keeps credentials for its site: names only
@@ -345,6 +346,18 @@ class FrontDoor(RecoveryOps):
         version = latest.version if latest is not None and body.decision == "accept" else None
         return m.ReviewResult(contract=name, partition=partition, decision=body.decision,
                               reviewer=principal.name, run_id=result.run_id, accepted_version=version)
+
+    def _proposal(self, candidate: Any) -> m.RepairProposalView | None:
+        from scrape_contracts.service.repair_review import proposal_of
+
+        if candidate is None or candidate.status != "quarantined":
+            return None
+        proposal = proposal_of(self.store, candidate)
+        if proposal is None or proposal.state != "proposed":
+            return None
+        return m.RepairProposalView(proposal_id=proposal.id, repair_id=proposal.repair_id,
+                                    candidate_id=candidate.id, fields=proposal.fields,
+                                    selectors=proposal.selectors, values=proposal.values, cost=proposal.cost)
 
     def _audit_first(self, principal: Principal, action: str, contract: str, target: str, reason: str,
                      request_id: str, outcome: str) -> int:

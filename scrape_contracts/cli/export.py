@@ -74,8 +74,9 @@ def cmd_data(args: argparse.Namespace) -> int:
     if fmt not in {f.value for f in DataFormat}:
         raise common.CliError(f"cannot tell the format from {args.out.name!r}: pass --format parquet, csv or jsonl")
     contract = common.contract(args, args.contract).contract
-    versions = accepted_versions(common.store(existing=True), contract, partitions=args.partition, at=args.at)
-    table = accepted_table(contract, versions)
+    store = common.store(existing=True)
+    versions = accepted_versions(store, contract, partitions=args.partition, at=args.at)
+    table = accepted_table(contract, versions, gone=store.gone_targets(contract.name))
     write_table(table, DataFormat(fmt), args.out)
     found = {v.partition for v in versions}
     print(f"wrote {table.num_rows} row(s) of {len(found)} target(s) of {contract.name} to {args.out} ({fmt})")

@@ -1,4 +1,4 @@
-"""``scrape-contracts review``, ``pause``, ``resume``, ``events`` and ``selectors``: after a scrape."""
+"""``scrape-contracts review`` (list, show, accept, reject), ``pause``, ``resume``, ``events`` and ``selectors``."""
 
 from __future__ import annotations
 
@@ -11,14 +11,25 @@ from scrape_contracts.cli import common
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("review", help="accept or reject the quarantined candidate of a target")
-    p.add_argument("decision", choices=["accept", "reject"])
+    review = sub.add_parser("review", help="what waits for review (list, show); accept or reject it").add_subparsers(
+        dest="decision", required=True)
+    for decision in ("accept", "reject"):
+        p = review.add_parser(decision, help=f"{decision} the quarantined candidate of a target (a provider's "
+                                             "repair proposal is checked again before it is accepted)")
+        p.add_argument("contract")
+        p.add_argument("partition")
+        p.add_argument("--reviewer", type=_said, required=True)
+        p.add_argument("--reason", type=_said, required=True)
+        p.add_argument("--candidate", type=int, default=None,
+                       help="the candidate id you reviewed (refused if stale)")
+        p.set_defaults(func=cmd_review)
+    p = review.add_parser("list", help="the targets of a contract waiting for review, and why")
+    p.add_argument("contract")
+    p.set_defaults(func=cmd_review_list)
+    p = review.add_parser("show", help="the candidate a target waits on: its record, why, a repair proposal")
     p.add_argument("contract")
     p.add_argument("partition")
-    p.add_argument("--reviewer", type=_said, required=True)
-    p.add_argument("--reason", type=_said, required=True)
-    p.add_argument("--candidate", type=int, default=None, help="the candidate id you reviewed (refused if stale)")
-    p.set_defaults(func=cmd_review)
+    p.set_defaults(func=cmd_review_show)
 
     p = sub.add_parser("resume", help="resume a paused target (pending review or healing budget exhausted)")
     p.add_argument("contract")
@@ -70,6 +81,67 @@ def cmd_review(args: argparse.Namespace) -> int:
     if latest is not None:
         print(f"accepted now: v{latest.version} {latest.record}")
     return 0
+
+
+def cmd_review_list(args: argparse.Namespace) -> int:
+    from scrape_contracts.service.repair_review import proposal_of
+
+    loaded = common.contract(args, args.contract)
+    store = common.store(existing=True)
+    name = loaded.contract.name
+    waiting = sorted((c for c in store.latest_candidates(name).values() if c.status == "quarantined"),
+                     key=lambda c: c.partition)
+    if not waiting:
+        print(f"{name}: nothing waits for review")
+        return 0
+    print(f"{name}: {len(waiting)} target(s) wait for review:")
+    for candidate in waiting:
+        proposal = proposal_of(store, candidate)
+        why = (f"provider repair proposed: {proposal.describe()}" if proposal is not None
+               and proposal.state == "proposed" else _reasons(candidate))
+        print(common.printable(f"  {candidate.partition}  candidate {candidate.id}  {why}"))
+    print(f"(details: scrape-contracts review show {name} TARGET)")
+    return 0
+
+
+def cmd_review_show(args: argparse.Namespace) -> int:
+    import json
+
+    from scrape_contracts.service.repair_review import proposal_of
+
+    loaded = common.contract(args, args.contract)
+    store = common.store(existing=True)
+    name = loaded.contract.name
+    _require_target(loaded, args.partition, common.instance(), store)
+    candidate = store.pending_review(name, args.partition)
+    if candidate is None:
+        print(f"{name}/{args.partition}: nothing waits for review")
+        return 0
+    latest = store.latest_accepted(name, args.partition)
+    lines = [f"{name}/{args.partition}: candidate {candidate.id} (run {candidate.run_id}) quarantined",
+             f"  url: {candidate.url}",
+             f"  record: {json.dumps(candidate.record, default=str)}",
+             f"  accepted now: " + (f"v{latest.version} {json.dumps(latest.record, default=str)}" if latest
+                                    else "nothing yet"),
+             f"  why: {_reasons(candidate)}"]
+    proposal = proposal_of(store, candidate)
+    if proposal is not None:
+        lines.append(f"  provider repair {proposal.repair_id} (proposal {proposal.id}, {proposal.state}; "
+                     f"job {proposal.job_id}, page {proposal.page_sha256}, cost {proposal.cost}):")
+        for field, selector in proposal.selectors.items():
+            value = f", reads {proposal.values[field]!r}" if field in proposal.values else ""
+            lines.append(f"    {field}: {proposal.fields.get(field)!r} -> {selector!r}{value}")
+        lines.append("  accept applies the proposal to that page and checks the record; reject discards it")
+    lines.append(f"  decide: scrape-contracts review accept|reject {name} {args.partition} --reviewer WHO "
+                 "--reason WHY")
+    for line in lines:
+        print(common.printable(line))
+    return 0
+
+
+def _reasons(candidate) -> str:
+    violations = (candidate.details or {}).get("violations") or []
+    return "; ".join(v.get("message", "") for v in violations) or str(candidate.outcome)
 
 
 def _require_target(loaded, partition: str, instance, store) -> None:
@@ -154,7 +226,8 @@ def cmd_selectors(args: argparse.Namespace) -> int:
         print(f"{loaded.contract.name}: no selector versions yet (version 1 is written on the first run)")
     for version in history:
         origin = "from the contract YAML" if version.source == "contract" else (
-            f"healed in run {version.run_id} ({version.partition})")
+            f"provider repair approved in run {version.run_id} ({version.partition})"
+            if version.source == "provider_repair" else f"healed in run {version.run_id} ({version.partition})")
         print(f"v{version.version} (parent v{version.parent_version or '-'}) {origin} at {version.created_at:%Y-%m-%d %H:%M}")
         for name, selector in version.selectors.items():
             change = version.changes.get(name)
@@ -163,6 +236,10 @@ def cmd_selectors(args: argparse.Namespace) -> int:
             elif change and "dropped" in change:
                 print(f"    {name}: {selector!r} (the contract's; healed {change['dropped']!r} dropped: "
                       "the contract's selector for it changed)")
+            elif change and (change.get("evidence") or {}).get("strategy") == "provider_repair":
+                evidence = change["evidence"]
+                print(f"    {name}: {change['old']!r} -> {selector!r} (provider repair {evidence.get('repair_id')}, "
+                      f"approved by {evidence.get('approved_by')}: {evidence.get('reason')})")
             elif change:
                 strategy = (change.get("evidence") or {}).get("strategy", "?")
                 print(f"    {name}: {change['old']!r} -> {selector!r} "

@@ -8,6 +8,7 @@
       skip_unchanged: true                   # a sitemap lastmod not newer than the last scrape: not swept
       sitemaps:
         - https://shop.example/sitemap_index.xml        # an index, sitemaps, .xml.gz: all read
+        - https://shop.example/robots.txt               # its Sitemap: lines
         - {url: https://shop.example/sitemap-blog.xml, keep: "/p/\\d+"}
       listings:
         - url: https://shop.example/c/shoes

@@ -86,6 +86,9 @@ class ProviderSettings(Strict):
         30.0, gt=0, le=3600,
         description="The wait doubles after each poll up to this (or the provider's Retry-After).")
     budget: ProviderBudget | None = Field(None, description="Spend per day or per sweep; none: no limit.")
+    repair: bool = Field(
+        False, description="When healing refuses a field, ask the provider for a repair (its own selector "
+                           "proposal, charged to the budget); the proposal waits for a person's review.")
 
 
 class FetchSettings(Strict):

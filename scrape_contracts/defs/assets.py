@@ -129,7 +129,7 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
         result, recorded = scraped.result, scraped.recorded
         if recorded.status == "quarantined":
             emit(Stage.QUARANTINED, {"candidate_id": recorded.candidate_id,
-                                     "reasons": [v.message for v in result.violations],
+                                     "reasons": gate.quarantine_reasons(result),
                                      "review": review_command(name, result.partition)})
         if scraped.pause_reason is not None:
             context.log_event(target_state_observation(name, result.partition, scraped.pause_reason))

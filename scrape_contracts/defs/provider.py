@@ -15,10 +15,10 @@ import dagster as dg
 
 from scrape_contracts import settings
 from scrape_contracts.adapters.fetch.provider import JobBook
-from scrape_contracts.adapters.store import Budget, ProjectStore
+from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.contract.model import Contract
 from scrape_contracts.defs.names import IDEMPOTENCY_TAG, accepted_key
+from scrape_contracts.service.repairs import budget_of
 
 _BATCH_OF_KEY = re.compile(r":batch-\d+-of-\d+")
 
@@ -32,11 +32,6 @@ def sweep_of(tags: Mapping[str, str], run_id: str) -> str:
         # the run key is <contract>:batch-<i>-of-<n>:<tick>: the tick's batches are one sweep
         return f"schedule:{tags['dagster/schedule_name']}:{_BATCH_OF_KEY.sub('', tags['dagster/run_key'])}"
     return f"run:{run_id}"
-
-
-def budget_of(contract: Contract) -> Budget | None:
-    budget = contract.fetch.provider_settings.budget if contract.fetch.adapter == "provider" else None
-    return None if budget is None else Budget(budget.amount, budget.per, budget.currency)
 
 
 def job_book(loaded: LoadedContract, store: ProjectStore, run: dg.DagsterRun, urls: Mapping[str, str]
@@ -74,7 +69,8 @@ def spend_metadata(loaded: LoadedContract, store: ProjectStore, run_id: str) -> 
     currency = budget.currency if budget else ""
     return {"provider_jobs": spend.jobs, "provider_spend": round(spend.total, 6),
             **({"provider_currency": currency} if currency else {}),
-            **({"provider_unknown_cost_jobs": spend.unknown} if spend.unknown else {})}
+            **({"provider_unknown_cost_jobs": spend.unknown} if spend.unknown else {}),
+            **({"provider_repairs": spend.repairs} if spend.repairs else {})}
 
 
 def job_metadata(attempts: tuple[dict[str, Any], ...]) -> dict[str, Any]:

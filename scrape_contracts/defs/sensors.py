@@ -36,8 +36,8 @@ def build_sensors(result: LoadResult) -> tuple[list[dg.SensorDefinition], list]:
     sensors = [build_targets_sensor(item) for item in result.contracts
                if item.contract.is_dynamic and item.contract.targets.file]
     from scrape_contracts.defs.activations import build_activation_defs
-    from scrape_contracts.defs.review import review_job, review_notice_job, review_sensor, target_state_job
+    from scrape_contracts.defs.review import build_review_job, review_notice_job, review_sensor, target_state_job
 
     activation_sensors, activation_jobs = build_activation_defs(result)
     return ([*sensors, review_sensor, *activation_sensors],
-            [review_job, review_notice_job, target_state_job, *activation_jobs])
+            [build_review_job(result), review_notice_job, target_state_job, *activation_jobs])

@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 
 from scrape_contracts import settings
 
+# True on the rows of a target its discovery source no longer lists (read_accepted and export data)
+GONE = "_gone"
+
 if TYPE_CHECKING:  # pandas costs 0.3 s to import: only readers pay it, never a run's worker processes
     import pandas as pd
 
@@ -74,7 +77,7 @@ def empty_frame(fields: list[str]) -> pd.DataFrame:
     """The columns ``read_accepted`` returns, with no row: a contract with nothing accepted yet."""
     import pandas as pd
 
-    return pd.DataFrame(columns=["partition", "url", *fields, "_version", "_accepted_at", "_run_id", "_gone"])
+    return pd.DataFrame(columns=["partition", "url", *fields, "_version", "_accepted_at", "_run_id", GONE])
 
 
 def accepted_frame(versions: list, *, gone: set[str] | frozenset[str] = frozenset()) -> pd.DataFrame:
@@ -84,7 +87,7 @@ def accepted_frame(versions: list, *, gone: set[str] | frozenset[str] = frozense
     import pandas as pd
 
     frame = pd.DataFrame(accepted_rows(versions))
-    frame["_gone"] = frame["partition"].isin(gone) if len(frame) else pd.Series(dtype=bool)
+    frame[GONE] = frame["partition"].isin(gone) if len(frame) else pd.Series(dtype=bool)
     return frame
 
 

@@ -320,7 +320,7 @@ def _decision_event(result: ScrapeResult, recorded: Recorded) -> StageEvent:
                                            "candidate_id": recorded.candidate_id})
     if recorded.status == "quarantined":
         return StageEvent(Stage.QUARANTINED, {"candidate_id": recorded.candidate_id,
-                                              "reasons": [v.message for v in result.violations]})
+                                              "reasons": gate.quarantine_reasons(result)})
     if recorded.status == "rejected":
         return StageEvent(Stage.REJECTED, {"candidate_id": recorded.candidate_id,
                                            "reasons": [v.message for v in result.violations]})

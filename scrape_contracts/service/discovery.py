@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from scrape_contracts import settings
 from scrape_contracts.adapters.fetch import Fetcher, FetchError, Page, fetcher_for
+from scrape_contracts.adapters.robots import is_robots_url, sitemaps_in
 from scrape_contracts.adapters.store import DiscoveryChanges, FoundTarget, ProjectStore
 from scrape_contracts.contract.discover import Discover, ListingSource, SitemapSource
 from scrape_contracts.contract.fetch import FetchSettings
@@ -187,19 +188,25 @@ class _Crawl:
             page = self._fetch(url, report)
             if page is None:
                 continue
-            try:
-                sitemap = read_sitemap(page.body if page.body is not None else page.html.encode("utf-8"),
-                                       max_bytes=self.discover.max_bytes)
-            except SitemapError as exc:
-                report.problems.append(f"{shown(url)}: {exc}")
-                continue
-            if sitemap.kind is not SitemapKind.INDEX:
-                for entry in sitemap.entries:
-                    self._offer(entry.loc, source.url, report, source.keep, entry.lastmod)
-                continue
-            for entry in sitemap.entries:
+            if level == 0 and is_robots_url(url):  # its Sitemap: lines, read as an index's entries
+                children = sitemaps_in(page.html or "")
+                if not children:
+                    report.problems.append(f"{shown(url)} lists no Sitemap: line; name the sitemap itself")
+            else:
                 try:
-                    child = canonical(entry.loc, page.url)
+                    sitemap = read_sitemap(page.body if page.body is not None else page.html.encode("utf-8"),
+                                           max_bytes=self.discover.max_bytes)
+                except SitemapError as exc:
+                    report.problems.append(f"{shown(url)}: {exc}")
+                    continue
+                if sitemap.kind is not SitemapKind.INDEX:
+                    for entry in sitemap.entries:
+                        self._offer(entry.loc, source.url, report, source.keep, entry.lastmod)
+                    continue
+                children = [entry.loc for entry in sitemap.entries]
+            for loc in children:
+                try:
+                    child = canonical(loc, page.url)
                 except UrlParseError as exc:
                     report.problems.append(f"{shown(url)} lists a sitemap that is no web address: {exc}")
                     continue

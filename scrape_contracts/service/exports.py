@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from scrape_contracts.contract.columns import ColumnType, accepted_columns
 from scrape_contracts.contract.odcs import Server, odcs_document
-from scrape_contracts.service.accepted import accepted_rows
+from scrape_contracts.service.accepted import GONE, accepted_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,15 +63,20 @@ def accepted_versions(store: ProjectStore, contract: Contract, *, partitions: Se
                                      as_of=at.astimezone(dt.timezone.utc) if at else None)
 
 
-def accepted_table(contract: Contract, versions: Sequence[AcceptedVersion]) -> pa.Table:
-    """One row per target (a list contract: per record of each target's set), each column of its type."""
+def accepted_table(contract: Contract, versions: Sequence[AcceptedVersion], *,
+                   gone: Collection[str] = frozenset()) -> pa.Table:
+    """One row per target (a list contract: per record of each target's set), each column of its type, and
+    ``_gone`` last as ``read_accepted`` has it: True for the targets in ``gone`` (their discovery source no
+    longer lists them; their data stays)."""
     import pyarrow as pa
 
     columns = accepted_columns(contract)
     rows = accepted_rows(versions)
     arrays = {c.name: pa.array([_typed(c.type, row.get(c.name)) for row in rows], type=arrow_type(c.type))
               for c in columns}
+    arrays[GONE] = pa.array([row["partition"] in gone for row in rows], type=pa.bool_())
     fields = [pa.field(c.name, arrow_type(c.type), nullable=not c.required) for c in columns]
+    fields.append(pa.field(GONE, pa.bool_(), nullable=False))
     return pa.Table.from_pydict(arrays, schema=pa.schema(fields, metadata={"contract": contract.name}))
 
 

@@ -15,7 +15,7 @@ from scrape_contracts.adapters.store import (
 )
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
-from scrape_contracts.service import fingerprints, scrape
+from scrape_contracts.service import fingerprints, repairs, scrape
 from scrape_contracts.service.records import Recorded, ScrapeResult
 
 
@@ -23,8 +23,15 @@ class NotAcceptable(StoreError):
     """A candidate whose outcome does not allow acceptance."""
 
 
+def quarantine_reasons(result: ScrapeResult) -> list[str]:
+    reasons = [v.message for v in result.violations]
+    if result.heal.repair_pending:  # said first: it is what the reviewer decides on
+        reasons.insert(0, repairs.quarantine_reason(result.heal.repair))
+    return reasons
+
+
 def quarantine_reason(result: ScrapeResult) -> str:
-    return "; ".join(v.message for v in result.violations)
+    return "; ".join(quarantine_reasons(result))
 
 
 def _action(result: ScrapeResult, *, accept: bool) -> CandidateAction:

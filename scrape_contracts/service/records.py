@@ -43,6 +43,10 @@ class Stage(str, Enum):
     REVIEWED = "reviewed"
     REVIEW_ANNOUNCED = "review_announced"
     RESUMED = "resumed"
+    REPAIR_REQUESTED = "repair_requested"  # healing refused: the provider was asked for its own repair
+    REPAIR_PROPOSED = "repair_proposed"  # its proposal waits for review (the candidate is quarantined)
+    REPAIR_FAILED = "repair_failed"  # no proposal (not asked, failed, nothing proposed)
+    REPAIR_REVIEWED = "repair_reviewed"  # a person accepted (and the checks passed, or refused it) or rejected
     RECONCILED = "reconciled"  # a person decided an indeterminate provider submission (adopt, or resubmit)
     BATCH_SUMMARY = "batch_summary"
     BUSY = "busy"  # another run holds the target's lease: nothing was scraped here
@@ -138,6 +142,13 @@ class HealReport:
     results: dict[str, Any] = field(default_factory=dict)
     selector_version: int | None = None
     seconds: float | None = None
+    # the provider's repair asked after the healer refused (service/repairs.py): RepairProposal.as_dict()
+    repair: dict[str, Any] | None = None
+
+    @property
+    def repair_pending(self) -> bool:
+        """A provider's proposal waits for a person: the candidate is quarantined, whatever else it fails."""
+        return bool(self.repair) and self.repair.get("state") == "proposed"
 
     def as_dict(self) -> dict[str, Any]:
         # spelled out, not dataclasses.asdict (which deep-copies): this runs for every target of a batch
@@ -152,6 +163,8 @@ class HealReport:
             data["selector_version"] = self.selector_version
         if self.seconds is not None:
             data["seconds"] = self.seconds
+        if self.repair is not None:
+            data["repair"] = copy.deepcopy(self.repair)
         return data
 
     def selector_changes(self) -> dict[str, tuple[str | None, str]]:

@@ -23,7 +23,7 @@ from scrape_contracts.engine.outcome import Outcome, decide_outcome
 from scrape_contracts.engine.rendering import browser_hint
 from scrape_contracts.engine.select import parse_html
 from scrape_contracts.engine.validate import CHANGE_CHECK, REQUIRED_CHECK, validate_rules, validate_schema
-from scrape_contracts.service import fingerprints, heal_steps, lists, lists_heal
+from scrape_contracts.service import fingerprints, heal_steps, lists, lists_heal, repairs
 from scrape_contracts.service.records import (
     Emit, Extracted, Fetched, HealReport, Previous, ScrapeResult, Stage, Validated,
 )
@@ -240,6 +240,8 @@ def decide(loaded: LoadedContract, validated: Validated, heal: HealReport, emit:
     record = validated.extracted.record
     changes = tuple(diff_records(previous.record if previous else None, record, loaded.contract.fields))
     outcome = decide_outcome(validated.violations, changes, healed=heal.healed, has_previous=previous is not None)
+    if heal.repair_pending:
+        outcome = Outcome.REVIEW_REQUIRED  # the provider's proposal waits for a person, never accepted here
     if changes and previous is not None:
         emit(Stage.CHANGE_DETECTED, {"changes": [c.as_dict() for c in changes]})
     return ScrapeResult(
@@ -267,6 +269,8 @@ def redecide(loaded: LoadedContract, result: ScrapeResult, previous: Previous | 
     """The same candidate, diffed against a newer accepted version (another run accepted one meanwhile)."""
     violations, changes, outcome = rejudge(loaded, result.partition, result.record, previous,
                                            healed=result.heal.healed)
+    if result.heal.repair_pending:
+        outcome = Outcome.REVIEW_REQUIRED
     summary = lists.summary_of(result.record, changes, previous) if loaded.contract.is_list else None
     return dataclasses.replace(result, violations=violations, changes=changes, outcome=outcome,
                                fetched=dataclasses.replace(result.fetched, previous=previous),
@@ -353,8 +357,10 @@ def _heal(loaded: LoadedContract, validated: Validated, run_id: str, artifacts: 
             heal_steps.pause_exhausted(store, contract.name, partition,
                              f"healing budget exhausted after {attempts} attempts; fields {', '.join(refused)} "
                              "could not be healed", emit)
+        # the provider's own repair, when the contract asks for it: a proposal only, for a person to review
+        proposal = repairs.ask(loaded, validated, refused, run_id, store, emit) if repairs.wanted(loaded) else None
         return validated, HealReport(attempted=True, fields=triggers, reason=reason, results=evidence,
-                                     seconds=seconds)
+                                     seconds=seconds, repair=proposal.as_dict() if proposal else None)
     version = heal_steps.save_selectors(loaded, extracted, {n: results[n] for n in triggers}, run_id, store)
     extraction = extract_record(after, contract.fields, version.selectors,
                                 limits=settings.engine_limits(), page_url=fetched.final_url)

@@ -15,7 +15,15 @@ The protocol (every request carries ``Authorization: Bearer <token>``; 401 witho
   ``Retry-After`` (seconds) while it is not finished; 404 for a job the provider does not know;
 - ``GET /v1/jobs/<id>/result`` → 200 ``{"url", "status", "headers", "body", "encoding"}`` of a done job
   (409 before);
-- ``GET /v1/jobs?label=...`` → ``{"jobs": [...]}``: what a person finds in the provider's dashboard.
+- ``GET /v1/jobs?label=...`` → ``{"jobs": [...]}``: what a person finds in the provider's dashboard;
+- optional, repairs: ``POST /v1/repairs`` ``{"url", "label", "job_id", "fields": {name: {"selector", "type",
+  "last_value"}}}`` → 201 ``{"repair_id", "status": "queued", "cost"}`` (charged now); ``GET /v1/repairs/<id>``
+  → ``{"repair_id", "status", "cost", "error"?, "proposal": {"selectors": {name: selector}, "values": {name:
+  value}}}`` once done. A provider without repairs answers 404 (``supports_repair = False`` here).
+
+A real provider's repair looks at the page with its own tools; this stand-in does not: it proposes what the
+test told it to (``repair_selectors``: a correct selector, or a wrong one), and reads the value that selector
+gives on the job's page, as a provider's proposal would say.
 
 Run it for the demo: ``python -m scrape_contracts.testing.provider --port 8765 --token demo-token``.
 """
@@ -34,6 +42,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+
+from scrape_contracts.testing.provider_repairs import StandInRepair, read_values
 
 
 @dataclass
@@ -77,9 +87,13 @@ class StandInProvider:
     - ``hold_next_submit()``: the next submit creates its job and waits for ``release()`` before answering;
     - ``cost_per_job`` and ``costs`` (URL → cost): what each job is charged;
     - ``refund_failed``: a failed job's cost goes back to 0;
-    - ``before_poll``: called with the job id before a status poll is answered (a test looks at its store).
+    - ``before_poll``: called with the job id before a status poll is answered (a test looks at its store);
+    - repairs: ``supports_repair`` (False: 404, as a provider without repairs); ``repair_selectors`` (field →
+      the selector proposed: the test's choice, correct or wrong; a field not in it gets no proposal);
+      ``repair_fail`` (an error: repairs end ``failed`` with it); ``repair_cost``; ``repair_polls_until_done``.
 
-    ``log`` has every request (method, path, job id, URL); ``submits()`` the submits among them.
+    ``log`` has every request (method, path, job id, URL); ``submits()`` the submits among them, ``repair_requests()``
+    the repair requests.
     """
 
     def __init__(self, *, token: str = "stand-in-token", cost_per_job: float = 0.01,
@@ -95,6 +109,12 @@ class StandInProvider:
         self.fetch_timeout_s = fetch_timeout_s
         self.before_poll: Callable[[str], None] | None = None
         self.jobs: dict[str, StandInJob] = {}
+        self.supports_repair = True
+        self.repair_selectors: dict[str, str] = {}
+        self.repair_fail: str | None = None
+        self.repair_cost = 0.05
+        self.repair_polls_until_done = 1
+        self.repairs: dict[str, StandInRepair] = {}
         self.log: list[dict[str, Any]] = []
         self._held: list[HeldSubmit] = []
         self._ids = itertools.count(1)
@@ -131,7 +151,11 @@ class StandInProvider:
 
     def submits(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [entry for entry in self.log if entry["method"] == "POST"]
+            return [entry for entry in self.log if entry["method"] == "POST" and entry["path"] == "/v1/jobs"]
+
+    def repair_requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [entry for entry in self.log if entry["method"] == "POST" and entry["path"] == "/v1/repairs"]
 
     def polls(self, job_id: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -197,6 +221,34 @@ class StandInProvider:
                 if self.refund_failed:
                     job.cost = 0.0
 
+    def request_repair(self, body: dict[str, Any]) -> StandInRepair:
+        with self._lock:
+            repair = StandInRepair(f"repair-{next(self._ids):06d}", str(body.get("url") or ""),
+                                   str(body.get("label") or ""), body.get("job_id"),
+                                   dict(body.get("fields") or {}), self.repair_cost)
+            self.repairs[repair.repair_id] = repair
+        return repair
+
+    def poll_repair(self, repair_id: str) -> StandInRepair | None:
+        with self._lock:
+            repair = self.repairs.get(repair_id)
+            if repair is None or repair.status in ("done", "failed"):
+                return repair
+            repair.polls += 1
+            if repair.polls < self.repair_polls_until_done:
+                repair.status = "running"
+                return repair
+            if self.repair_fail:
+                repair.status, repair.error = "failed", self.repair_fail
+                return repair
+            job = self.jobs.get(repair.job_id or "")
+            page = job.result["body"] if job is not None and job.result else None
+        proposed = {name: sel for name, sel in self.repair_selectors.items() if name in repair.fields}
+        values = read_values(page, proposed) if page is not None else {}
+        with self._lock:
+            repair.status, repair.selectors, repair.values = "done", proposed, values
+        return repair
+
     def list_jobs(self, label: str | None) -> list[dict[str, Any]]:
         with self._lock:
             return [job.shown() for job in self.jobs.values() if label is None or job.label == label]
@@ -242,13 +294,23 @@ def _handler_for(provider: StandInProvider) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             if not self._authorised():
                 return
-            if urlsplit(self.path).path != "/v1/jobs":
+            path = urlsplit(self.path).path
+            if path not in ("/v1/jobs", "/v1/repairs") or (path == "/v1/repairs" and not provider.supports_repair):
                 self._send(404, {"error": "no such route"})
                 return
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:
                 self._send(400, {"error": "the body is not JSON"})
+                return
+            if path == "/v1/repairs":
+                if not isinstance(body, dict) or not body.get("fields"):
+                    self._send(400, {"error": "fields are required"})
+                    return
+                repair = provider.request_repair(body)
+                provider.record("POST", path, repair_id=repair.repair_id, job_id=repair.job_id,
+                                fields=sorted(repair.fields))
+                self._send(201, {"repair_id": repair.repair_id, "status": repair.status, "cost": repair.cost})
                 return
             if not isinstance(body, dict) or not body.get("url"):
                 self._send(400, {"error": "url is required"})
@@ -287,6 +349,15 @@ def _handler_for(provider: StandInProvider) -> type[BaseHTTPRequestHandler]:
                 else:
                     waiting = {} if job.status in ("done", "failed") else {"Retry-After": "0"}
                     self._send(200, job.shown(), waiting)
+                return
+            if len(segments) == 3 and segments[:2] == ["v1", "repairs"] and provider.supports_repair:
+                repair = provider.poll_repair(segments[2])
+                provider.record("GET", parts.path, repair_id=segments[2])
+                if repair is None:
+                    self._send(404, {"error": f"no repair {segments[2]}"})
+                else:
+                    waiting = {} if repair.status in ("done", "failed") else {"Retry-After": "0"}
+                    self._send(200, repair.shown(), waiting)
                 return
             if len(segments) == 4 and segments[:2] == ["v1", "jobs"] and segments[3] == "result":
                 job = provider.jobs.get(segments[2])

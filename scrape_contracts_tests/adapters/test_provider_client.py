@@ -69,3 +69,33 @@ def test_the_stand_in_starts_as_the_docs_say() -> None:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_a_repair_is_asked_polled_and_proposes_what_the_stand_in_was_told_and_404_without_repairs() -> None:
+    page = "<html><body><h1>Dune</h1><table><tr><td>$12.00</td><td>$12.50</td></tr></table></body></html>"
+    with FixtureSite() as site, StandInProvider(token="secret-token-123456") as provider:
+        site.set_page("/p/1", page)
+        client = ProviderClient(provider.url, "secret-token-123456", timeout_s=2)
+        job = client.submit(site.url("/p/1"), "c/p1")
+        assert client.status(job.job_id).state == "done"
+        provider.repair_selectors = {"price": "table td:first-child", "title": "h1"}
+        provider.repair_polls_until_done = 2
+        fields = {"price": {"selector": "#price", "type": "price", "last_value": 10.0}}
+        asked = client.request_repair(url=site.url("/p/1"), label="c/p1", job_id=job.job_id, fields=fields)
+        assert asked.cost == 0.05
+        assert client.repair_status(asked.job_id).state == "running"
+        done = client.repair_status(asked.job_id)
+        # only the fields asked about are proposed, each with the value its selector reads on the job's page
+        assert (done.state, done.selectors, done.values) == ("done", {"price": "table td:first-child"},
+                                                             {"price": "$12.00"})
+        provider.repair_fail, provider.repair_polls_until_done = "layout not understood", 1
+        failed = client.repair_status(client.request_repair(url=site.url("/p/1"), label="c/p1",
+                                                            job_id=job.job_id, fields=fields).job_id)
+        assert (failed.state, failed.error, failed.selectors) == ("failed", "layout not understood", {})
+        provider.supports_repair = False
+        with pytest.raises(ProviderError) as unsupported:
+            client.request_repair(url=site.url("/p/1"), label="c/p1", job_id=job.job_id, fields=fields)
+        assert unsupported.value.status == 404
+        assert [r["fields"] for r in provider.repair_requests()] == [["price"], ["price"]]
+        assert len(provider.submits()) == 1  # repairs are not jobs
+        client.close()

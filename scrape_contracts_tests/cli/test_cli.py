@@ -94,6 +94,9 @@ def test_doc_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
             assert "jobs.example.com_jobs_103.html" in out
         if block.has("examples/downstream.py"):
             assert out.count("RUN_SUCCESS") == 2
+        if block.has("scrape-contracts review list books"):
+            assert "books: 2 target(s) wait for review" in out and "neuromancer  candidate" in out
+            assert "books/neuromancer: candidate" in out and "accepted now: v1" in out
         if block.has("review accept books neuromancer"):
             neuromancer = store.latest_accepted("books", "neuromancer")
             assert (neuromancer.record["price"], neuromancer.source, neuromancer.reviewer) == (29.0, "review", "alice")
@@ -110,7 +113,8 @@ def test_doc_commands_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     # the blocks the checks above are about are still in the walk (not moved to a marker, not deleted)
     walked = "".join(block.text for block in walk_blocks())
     for fragment in ("scrape-contracts demo", "scrape-contracts validate", "targets add jobs", "examples/downstream.py",
-                     "review accept books neuromancer", "scrape-contracts events books",
+                     "review accept books neuromancer", "scrape-contracts review list books",
+                     "scrape-contracts events books",
                      "run books --idempotency-key nightly-2026-11-29",
                      "scrape-contracts db upgrade", "scrape-contracts deliveries replay"):
         assert fragment in walked, (fragment, ran)

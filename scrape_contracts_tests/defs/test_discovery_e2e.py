@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 
 from scrape_contracts import read_accepted
 from scrape_contracts.api import FrontDoor
+from scrape_contracts.cli import main
 from scrape_contracts.defs.names import (
     batch_job_name, candidate_key, discover_job_name, discover_schedule_name, targets_key,
 )
@@ -120,6 +122,37 @@ def test_a_sitemap_index_with_two_gzip_sitemaps_becomes_partitions_the_next_swee
     assert sorted(frame["sku"]) == ["BK-1", "BK-2", "BK-3"] and not frame["_gone"].any()
 
 
+
+def test_a_robots_txt_as_a_source_is_read_for_its_sitemap_lines(sqlite_harness: Harness, site: FixtureSite) -> None:
+    harness = sqlite_harness
+    site.set_page("/robots.txt", "User-agent: *\nDisallow: /private/\n"
+                                 f"Sitemap: {site.url('/sitemaps/a.xml')}\nSitemap: http://other.example/s.xml\n"
+                                 f"Sitemap: {site.url('/sitemaps/b.xml.gz')}\n")
+    site.set_page("/sitemaps/a.xml", urlset(site, {"/p/1": "2026-04-01", "/p/2": None}))
+    site.set_page("/sitemaps/b.xml.gz", gzip.compress(urlset(site, {"/p/3": None}).encode()), headers=GZIP)
+    serve_products(site, range(1, 4))
+    harness.write_product_contract("shop", dynamic=True, extra=discover_block(
+        f'  sitemaps: ["{site.url("/robots.txt")}"]\n'))
+
+    found = discover(harness, "shop")
+
+    assert found.success, failure_text(found)
+    assert sorted(r.path for r in site.requests if r.path != "/robots.txt") == ["/sitemaps/a.xml",
+                                                                                "/sitemaps/b.xml.gz"]
+    data = metadata(found)
+    assert (data["targets"], data["new"]) == (3, 3)
+    assert any("other.example" in p and "not the host of a source" in p
+               for s in data["sources"] for p in s["problems"]), data["sources"]
+    assert {t.url for t in harness.store.known_targets("shop").values()} == {site.url(f"/p/{i}") for i in (1, 2, 3)}
+
+    # a robots.txt that names no sitemap: the run says so, and nothing is marked gone
+    site.set_page("/robots.txt", "User-agent: *\nDisallow:\n")
+    empty = discover(harness, "shop")
+    assert not empty.success and "robots.txt' lists no Sitemap: line; name the sitemap itself" in \
+        failure_text(empty), failure_text(empty)
+    assert harness.store.gone_targets("shop") == {} and len(harness.store.known_targets("shop")) == 3
+
+
 LISTING_1 = """<html><body><nav><a href="/about">About</a> <a href="/c/shoes">Shoes</a></nav><main>
 <a class="product" href="/p/1">One</a> <a class="product" href="/p/2#reviews">Two</a>
 <a class="sub" href="/c/boots">Boots</a> <a class="product" href="http://other.example/p/7">Elsewhere</a>
@@ -217,6 +250,11 @@ def test_a_target_gone_from_its_sitemap_keeps_its_data_flagged_is_not_swept_and_
     frame = read_accepted("shop").set_index("partition")
     assert frame.loc[two, "sku"] == "BK-2" and bool(frame.loc[two, "_gone"]) is True
     assert not frame.drop(index=two)["_gone"].any()
+    exported = harness.contracts_dir.parent / "shop.jsonl"  # export data flags it as read_accepted does
+    assert main(["--contracts-dir", str(harness.contracts_dir), "export", "data", "shop", "--out",
+                 str(exported)]) == 0
+    rows = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert {r["partition"]: r["_gone"] for r in rows} == {k: k == two for k in frame.index}
     site.requests.clear()
     assert sweep(harness, "shop").success
     assert sorted(paths_requested(site)) == ["/p/1", "/p/1?by=hand"]  # the gone target is skipped

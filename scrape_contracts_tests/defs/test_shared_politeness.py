@@ -32,7 +32,7 @@ def _contract(folder: Path, name: str, site: HostsSite, concurrency: int) -> Non
     targets = "".join(f"  - url: {site.url(A, f'/{name}/{i}')}\n    key: t{i:02d}\n" for i in range(TARGETS))
     (folder / f"{name}.yaml").write_text(
         f"name: {name}\ntargets:\n{targets}fetch:\n  allow_private_addresses: true\n  concurrency: {concurrency}\n"
-        "  retries: 0\nfields:\n  title:\n    selector: h1\n  price:\n    selector: .price\n    type: number\n")
+        "  retries: 0\n  timeout_s: 60\n  deadline_s: 90\nfields:\n  title:\n    selector: h1\n  price:\n    selector: .price\n    type: number\n")
 
 
 def test_two_runs_on_postgres_share_each_hosts_concurrency(tmp_path: Path, pg_database: str) -> None:

@@ -50,8 +50,9 @@ def test_latest_and_as_of_exports_in_three_formats_keep_the_fields_types(
     assert [(f.name, str(f.type)) for f in table.schema] == [
         ("partition", "string"), ("url", "string"), ("title", "string"), ("sku", "string"), ("price", "double"),
         ("in_stock", "bool"), ("_version", "int64"), ("_accepted_at", "timestamp[us, tz=UTC]"),
-        ("_run_id", "string")]
+        ("_run_id", "string"), ("_gone", "bool")]
     frame = table.to_pandas().set_index("partition")
+    assert not frame["_gone"].any()  # books is not discovered: nothing is gone
     assert frame.loc["dune", "price"] == 13.99 and frame.loc["dune", "_version"] == 2
     assert frame["in_stock"].dtype == bool and str(frame["_accepted_at"].dtype) == "datetime64[us, UTC]"
 
@@ -64,7 +65,7 @@ def test_latest_and_as_of_exports_in_three_formats_keep_the_fields_types(
     assert then.to_dict("list") | {"_accepted_at": None, "_run_id": None} == {
         "partition": ["dune"], "url": ["https://books.example.com/book/1.html"], "title": ["Dune"],
         "sku": ["BK-0001"], "price": [12.99], "in_stock": [True], "_version": [1], "_accepted_at": None,
-        "_run_id": None}
+        "_run_id": None, "_gone": [False]}
     assert then["price"].dtype == float and then["in_stock"].dtype == bool and then["_version"].dtype == "int64"
     assert then["_accepted_at"].iloc[0] <= pd.Timestamp(between)
 
@@ -117,3 +118,20 @@ fields:
     table = accepted_table(contract, [version])
     assert table.column("starts").to_pylist() == [dt.datetime(2026, 3, 5, 13, 30, tzinfo=dt.timezone.utc)]
     assert str(table.schema.field("seats").type) == "int64" and table.column("seats").to_pylist() == [None]
+
+
+def test_a_target_gone_from_its_source_is_flagged_in_the_export_as_read_accepted_flags_it(tmp_path: Path) -> None:
+    (tmp_path / "events.yaml").write_text("""
+name: events
+targets: [https://events.example.com/e/1, https://events.example.com/e/2]
+fields:
+  seats: {selector: .seats, type: integer}
+""")
+    contract = load_contracts(tmp_path).by_name()["events"].contract
+    stamp = dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
+    versions = [AcceptedVersion("events", key, 1, {"seats": 3}, f"https://events.example.com/e/{key[-1]}", 1,
+                                "run", None, "scrape", None, None, stamp) for key in ("e1", "e2")]
+    table = accepted_table(contract, versions, gone={"e2"})
+    assert table.schema.names[-1] == "_gone" and str(table.schema.field("_gone").type) == "bool"
+    assert dict(zip(table.column("partition").to_pylist(), table.column("_gone").to_pylist())) == \
+        {"e1": False, "e2": True}

@@ -10,7 +10,7 @@ process opens the store.
 candidates, quarantine), ``acceptance`` (accepting exactly once, reading accepted versions), ``review``,
 ``selectors`` (selector versions), ``state`` (partition state, dynamic targets), ``discovered`` (the source
 that found a target, gone or back), ``leases`` (one holder per target, fenced commits), ``provider_jobs`` (a
-hosted provider's jobs, submit markers, spend), ``views`` (the typed view of a contract's accepted records,
+hosted provider's jobs, submit markers, spend), ``repairs`` (a provider's repair proposals and their review), ``views`` (the typed view of a contract's accepted records,
 PostgreSQL); ``engines`` holds the connection pools and ``rows`` the values handed out.
 """
 
@@ -38,6 +38,7 @@ from scrape_contracts.adapters.store.provider_jobs import (
     INDETERMINATE_PAUSE, Budget, BudgetSpent, NothingToReconcile, ProviderJob, ProviderJobsMixin, Spend,
     day_start,
 )
+from scrape_contracts.adapters.store.repairs import REPAIR_PROPOSED, RepairDecided, RepairProposal, RepairsMixin
 from scrape_contracts.adapters.store.review import ReviewMixin
 from scrape_contracts.adapters.store.rows import (
     AcceptedVersion, Candidate, CandidateAction, Lease, NewCandidate, PartitionState, RecordedCandidate, Review,
@@ -49,7 +50,7 @@ from scrape_contracts.adapters.store.views import VIEW_SCHEMA, AcceptedViewsMixi
 
 
 class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin,
-                   DiscoveredTargetsMixin, LeasesMixin, ProviderJobsMixin, AcceptedViewsMixin):
+                   DiscoveredTargetsMixin, LeasesMixin, ProviderJobsMixin, RepairsMixin, AcceptedViewsMixin):
     """The project store at one SQLAlchemy URL (its schema created or upgraded on first open)."""
 
 
@@ -80,7 +81,7 @@ def existing_store(url: str) -> ProjectStore:
 _engines = open_engines  # the tests' handle on the same dict
 
 __all__ = [
-    "INDETERMINATE_PAUSE", "Budget", "BudgetSpent", "NothingToReconcile", "ProviderJob", "Spend", "day_start",
+    "INDETERMINATE_PAUSE", "REPAIR_PROPOSED", "RepairDecided", "RepairProposal", "Budget", "BudgetSpent", "NothingToReconcile", "ProviderJob", "Spend", "day_start",
     "REVIEW_PAUSE", "AcceptSource", "AcceptedVersion", "AlreadyAccepted", "Candidate", "CandidateAction",
     "CandidateStatus", "Decision", "DiscoveryChanges", "FoundTarget", "KnownTarget", "Lease", "LeaseGrant",
     "LeaseLost", "LostLease", "NewCandidate",

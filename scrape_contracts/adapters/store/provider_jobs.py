@@ -23,7 +23,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from scrape_contracts.adapters import outbox
-from scrape_contracts.adapters.schema import OutboxKind, ProviderJobState, partition_state, provider_jobs
+from scrape_contracts.adapters.schema import (
+    OutboxKind, ProviderJobState, partition_state, provider_jobs, repair_proposals,
+)
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.errors import StoreError
 from scrape_contracts.adapters.store.rows import utc_now
@@ -80,9 +82,10 @@ class Budget:
 
 @dataclass(frozen=True)
 class Spend:
-    total: float
+    total: float  # jobs and repairs
     jobs: int
     unknown: int  # jobs whose cost the provider never told (an indeterminate submission)
+    repairs: int = 0  # repairs asked (adapters/store/repairs.py), their cost in ``total``
 
 
 def _job(row: Any) -> ProviderJob:
@@ -275,7 +278,51 @@ def _spent(conn: Connection, contract: str, *, run_id: str | None = None, sweep:
     total, jobs, unknown = conn.execute(query).one()
     # a job whose answer was lost cost what jobs cost: counted at the last known price (never as free)
     price = _last_price(conn, contract) if unknown else 0.0
-    return Spend(round(int(total) / MICROS + unknown * price, 6), int(jobs), int(unknown))
+    repairs_total, repairs, repairs_unknown = _repairs_spent(conn, contract, run_id=run_id, sweep=sweep,
+                                                             since=since)
+    return Spend(round(int(total) / MICROS + unknown * price + repairs_total, 6), int(jobs), int(unknown),
+                 repairs)
+
+
+def _repairs_spent(conn: Connection, contract: str, *, run_id: str | None, sweep: str | None,
+                   since: dt.datetime | None) -> tuple[float, int, int]:
+    """(cost, repairs asked, of which cost unknown) of the contract's provider repairs: the same budget."""
+    rp = repair_proposals.c
+    query = sa.select(sa.func.coalesce(sa.func.sum(rp.cost_micros), 0),
+                      sa.func.count().filter(rp.repair_id.is_not(None)),
+                      sa.func.count().filter(rp.repair_id.is_(None), rp.cost_micros.is_(None))
+                      ).where(rp.contract == contract)
+    if run_id is not None:
+        query = query.where(rp.run_id == run_id)
+    if sweep is not None:
+        query = query.where(rp.sweep == sweep)
+    if since is not None:
+        query = query.where(rp.created_at >= since)
+    total, asked, unknown = conn.execute(query).one()
+    price = last_repair_price(conn, contract) if unknown else 0.0
+    return int(total) / MICROS + unknown * price, int(asked), int(unknown)
+
+
+def last_repair_price(conn: Connection, contract: str) -> float:
+    micros = conn.execute(sa.select(repair_proposals.c.cost_micros).where(
+        repair_proposals.c.contract == contract, repair_proposals.c.cost_micros.is_not(None),
+        repair_proposals.c.repair_id.is_not(None)).order_by(repair_proposals.c.id.desc()).limit(1)).scalar()
+    return (micros or 0) / MICROS
+
+
+def spent(conn: Connection, contract: str, budget: Budget, *, sweep: str | None,
+          now: dt.datetime) -> Spend:
+    """What the budget's period spent so far (jobs and repairs)."""
+    return _spent(conn, contract, sweep=sweep if budget.per == "sweep" else None,
+                  since=day_start(now) if budget.per == "day" else None)
+
+
+def lock_contract(conn: Connection, contract: str) -> None:
+    _lock_contract(conn, contract)
+
+
+def micros(cost: float | None) -> int | None:
+    return _micros(cost)
 
 
 def _last_price(conn: Connection, contract: str) -> float:
@@ -289,5 +336,6 @@ def _micros(cost: float | None) -> int | None:
     return None if cost is None else int(round(float(cost) * MICROS))
 
 
-__all__: Sequence[str] = ("BudgetSpent", "Budget", "INDETERMINATE_PAUSE", "NothingToReconcile", "ProviderJob",
-                          "ProviderJobsMixin", "Spend", "day_start")
+__all__: Sequence[str] = ("BudgetSpent", "Budget", "INDETERMINATE_PAUSE", "MICROS", "NothingToReconcile",
+                          "ProviderJob", "ProviderJobsMixin", "Spend", "day_start", "last_repair_price",
+                          "lock_contract", "micros", "spent")

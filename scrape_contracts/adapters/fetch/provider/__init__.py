@@ -8,11 +8,11 @@ stand-in for a provider, implementing the same protocol.
 
 from scrape_contracts.adapters.fetch.provider.book import JobBook
 from scrape_contracts.adapters.fetch.provider.client import (
-    JobResult, JobStatus, NotSent, ProviderClient, ProviderError, Submitted, Unanswered,
+    JobResult, JobStatus, NotSent, ProviderClient, ProviderError, RepairStatus, Submitted, Unanswered,
 )
 from scrape_contracts.adapters.fetch.provider.fetcher import (
     AsyncProviderFetcher, ProviderFetcher, indeterminate_reason,
 )
 
 __all__ = ["AsyncProviderFetcher", "JobBook", "JobResult", "JobStatus", "NotSent", "ProviderClient",
-           "ProviderError", "ProviderFetcher", "Submitted", "Unanswered", "indeterminate_reason"]
+           "ProviderError", "ProviderFetcher", "RepairStatus", "Submitted", "Unanswered", "indeterminate_reason"]

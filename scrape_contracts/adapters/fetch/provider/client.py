@@ -1,7 +1,8 @@
 """The job protocol of a hosted scraping provider, as one small blocking client (docs/providers.md).
 
 ``submit`` → job id and cost; ``status`` → queued | running | done | failed (with Retry-After while it runs);
-``result`` → the page the provider fetched. What matters most is telling apart a submit that never reached the
+``result`` → the page the provider fetched; optionally ``request_repair`` → repair id and cost, and
+``repair_status`` → the provider's proposal (field → selector) for fields healing refused. What matters most is telling apart a submit that never reached the
 provider (``NotSent``: safe to try again) from one whose answer was lost (``Unanswered``: the provider may
 have created and charged a job): only the first may be retried without a person.
 
@@ -65,6 +66,23 @@ class JobResult:
     encoding: str | None
 
 
+@dataclass(frozen=True)
+class RepairStatus:
+    """A repair the provider was asked for: queued | running | done | failed; a done one's proposal."""
+
+    repair_id: str
+    state: str
+    cost: float | None
+    error: str | None
+    retry_after_s: float | None
+    selectors: dict[str, str]  # field → the selector the provider proposes
+    values: dict[str, Any]  # field → the value it says that selector reads
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "failed")
+
+
 class ProviderClient:
     def __init__(self, base_url: str, token: str, *, timeout_s: float = 10.0) -> None:
         self.base_url = base_url.rstrip("/")
@@ -106,6 +124,33 @@ class ProviderClient:
         except (KeyError, TypeError, ValueError):
             raise ProviderError(f"the provider at {self.shown} sent job {job_id}'s result without url, "
                                 "status and body") from None
+
+    def request_repair(self, *, url: str, label: str, job_id: str | None,
+                       fields: dict[str, dict[str, Any]]) -> Submitted:
+        """Ask for a repair of ``fields`` (name → the failing selector and what the field holds) on the page
+        of ``url`` (fetched by ``job_id``): the repair's id (in ``job_id``) and cost. A provider without repairs
+        answers 404."""
+        body = self._call("POST", "/v1/repairs", json={"url": url, "label": label, "job_id": job_id,
+                                                      "fields": fields}, what="asking for a repair")
+        repair_id = body.get("repair_id")
+        if not isinstance(repair_id, str) or not repair_id:
+            raise ProviderError(f"the provider at {self.shown} answered the repair request without a repair id")
+        return Submitted(repair_id, _cost(body.get("cost")))
+
+    def repair_status(self, repair_id: str) -> RepairStatus:
+        response, body = self._exchange("GET", f"/v1/repairs/{repair_id}", what=f"polling repair {repair_id}")
+        state = body.get("status")
+        if state not in ("queued", "running", "done", "failed"):
+            raise ProviderError(f"the provider at {self.shown} answered repair {repair_id}'s status with "
+                                f"{state!r}")
+        proposal = body.get("proposal") if isinstance(body.get("proposal"), dict) else {}
+        selectors = {str(k): str(v) for k, v in (proposal.get("selectors") or {}).items()
+                     if isinstance(v, str) and v.strip()}
+        values = dict(proposal.get("values") or {}) if isinstance(proposal.get("values"), dict) else {}
+        error = body.get("error")
+        return RepairStatus(repair_id, state, _cost(body.get("cost")), str(error) if error else None,
+                            _seconds(response.headers.get("retry-after")), selectors,
+                            {k: v for k, v in values.items() if k in selectors})
 
     def _call(self, method: str, path: str, *, what: str, json: Any = None) -> dict[str, Any]:
         return self._exchange(method, path, what=what, json=json)[1]

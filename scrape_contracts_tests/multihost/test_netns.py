@@ -72,7 +72,8 @@ def test_each_host_has_its_own_folder_at_the_same_path(cluster: netns.Cluster) -
 
 def test_a_host_is_stopped_and_killed_by_its_processes(cluster: netns.Cluster) -> None:
     sleeper = cluster.start("b", ["sleep", "600"], cluster.environment("b"))
-    assert cluster.pids("b") == [sleeper.pid]
+    # once its shell has bound the host's folder (a `mount` child for a moment) and exec'd the command
+    netns.wait_until("the sleeper alone on b", lambda: cluster.pids("b") == [sleeper.pid], timeout=10)
     assert cluster.pids("a") == []
     assert cluster.signal("b", signal.SIGSTOP) == [sleeper.pid]
     netns.wait_until("the sleeper stopped", lambda: netns.stopped(sleeper.pid), timeout=10)

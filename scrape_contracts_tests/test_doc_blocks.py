@@ -20,6 +20,12 @@ NOT_RUN_HERE = {
         "needs a Kubernetes cluster",
     ("docs/scale.md", "dagster-celery worker start -A dagster_celery.app -y deploy/celery_worker.yaml -- --pool threads --concurrency 1"):
         "a long-running worker; test_celery_chunks.py starts this command with deploy/celery_worker.yaml, on its own queue",
+    ("docs/kubernetes.md", "kubectl -n dagster create secret generic scrape-contracts-env \\"):
+        "needs a Kubernetes cluster",
+    ("docs/multihost.md", "sudo env PATH=\"$PATH\" python benchmarks/multihost.py --targets 500 --workers 3"):
+        "as root, minutes of benchmark; test_benchmark_multihost.py runs this script at 40 targets",
+    ("docs/multihost.md", "sudo env PATH=\"$PATH\" python benchmarks/multihost.py --targets 2000 --workers 1,2,3"):
+        "as root, about seven minutes of benchmark; test_benchmark_multihost.py runs this script at 40 targets",
     ("docs/performance.md", "python benchmarks/throughput.py --pages 2000 --paths raw,batch --postgres --server nginx"):
         "minutes of benchmark that load the whole machine; test_benchmark_throughput.py runs this script at 40 pages",
     ("docs/performance.md", "python benchmarks/politeness.py"):

@@ -1,0 +1,154 @@
+"""Multi-host benchmark: one latency-bound site swept by 1, 2 and 3 worker hosts (Linux network namespaces),
+each time against the politeness bound. Needs root, ``ip`` (iproute2), PostgreSQL and RabbitMQ on 127.0.0.1.
+
+Run from the repo root (venv active)::
+
+    python benchmarks/multihost.py                     # 20,000 targets, 1, 2 and 3 hosts
+    python benchmarks/multihost.py --targets 500 --workers 3    # a quick try on one Linux machine
+
+What it does, for each number of worker hosts:
+
+1. makes the hosts (``scrape_contracts/testing/netns.py``): worker hosts a, b, c, a control host (the
+   daemon and the run workers) and a site namespace serving ``--site-hosts`` site hosts, each answering
+   after its own latency, spread evenly over 100-400 ms; the targets are dealt to the site hosts in turn;
+2. deploys the product on them (``scrape_contracts/testing/multihost.py``): ``deploy/dagster.postgres.yaml``
+   on every host, a throw-away PostgreSQL database reached over the bridge, pages in the project store, one
+   ``dagster-celery`` worker per worker host on a RabbitMQ virtual host of its own, the batched runs' chunk
+   steps on Celery (``--chunks`` per run);
+3. sweeps: ``scrape-contracts run shop --queue --wait`` on the control host, timed from the command's start
+   to its end (``wall``) and from the first run's start to the last one's end (``runs``);
+4. prints the politeness bound (the least time any client keeping to ``fetch.concurrency`` per site host
+   could take: for each site host, its pages times its latency over the concurrency; the largest of these),
+   each time's ratio to it (bound / time: 1.0 is the bound), each worker host's share of the pages (the
+   site's log by client address) and the most requests in flight at once on any site host, as the site
+   counted them (at most ``--concurrency`` if politeness held across the hosts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO)]
+
+import dagster as dg  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
+
+from scrape_contracts.testing import multihost, netns  # noqa: E402
+from scrape_contracts.testing.hosts_site import HostPlan, HostsSite  # noqa: E402
+
+ADMIN = os.environ.get("SCRAPE_CONTRACTS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _database() -> tuple[str, sa.Engine]:
+    admin = sa.create_engine(ADMIN, isolation_level="AUTOCOMMIT")
+    name = f"sc_bench_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    return ADMIN.rsplit("/", 1)[0] + f"/{name}", admin
+
+
+def _drop(url: str, admin: sa.Engine) -> None:
+    name = url.rsplit("/", 1)[1]
+    with admin.connect() as conn:
+        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             f"WHERE datname = '{name}'"))
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+    admin.dispose()
+
+
+def sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
+    names = ["a", "b", "c"][:workers]
+    shop = multihost.Shop()
+    with netns.cluster(root / f"hosts-{workers}", workers=names, site_hosts=args.site_hosts) as cluster:
+        count = len(cluster.site_addresses)
+        latency = {a: 0.1 + 0.3 * i / max(1, count - 1) for i, a in enumerate(cluster.site_addresses)}
+        plans = {a: HostPlan(latency_s=latency[a], page=shop.page) for a in cluster.site_addresses}
+        with HostsSite(plans, enter=lambda: netns.enter(cluster.site_netns)) as site:
+            targets = multihost.dealt_targets(site, cluster.site_addresses, args.targets)
+            contracts = root / f"contracts-{workers}"
+            multihost.write_contract(contracts, "shop", targets, args.concurrency)
+            pages = collections.Counter(url.split("/")[2].split(":")[0] for url in targets.values())
+            bound = max(pages[a] * latency[a] / args.concurrency for a in cluster.site_addresses)
+            db, admin = _database()
+            try:
+                chunks = str(args.chunks)
+                with multihost.deployment(cluster, db, contracts, SCRAPE_CONTRACTS_CHUNKS=chunks) as d:
+                    for name in names:
+                        d.start_worker(name, concurrency=args.worker_concurrency)
+                    d.start_daemon()
+                    netns.wait_until("the workers ready", lambda: all(d.worker_ready(n) for n in names), 180)
+                    load_before = os.getloadavg()
+                    started = time.monotonic()
+                    done = d.sweep("shop", "bench", timeout=3600)
+                    wall = time.monotonic() - started
+                    load_after = os.getloadavg()
+                    if done.returncode != 0:
+                        raise SystemExit(f"the sweep failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+                    observer = root / f"observer-{workers}"
+                    observer.mkdir()
+                    (observer / "dagster.yaml").write_text(
+                        f"storage:\n  postgres:\n    postgres_url: {db!r}\n")
+                    with dg.DagsterInstance.from_config(str(observer)) as instance:
+                        batch_runs = dg.RunsFilter(job_name="scrape_shop_batch_job")
+                        records = instance.get_run_records(filters=batch_runs)
+                        span = max(r.end_time or 0 for r in records) - min(r.start_time or 0 for r in records)
+                    engine = sa.create_engine(db)
+                    with engine.connect() as conn:
+                        accepted = conn.execute(sa.text(
+                            "select count(distinct partition) from sc_accepted")).scalar()
+                    engine.dispose()
+            finally:
+                _drop(db, admin)
+            clients = {cluster.hosts[n].address: n for n in names}
+            shares = collections.Counter(clients.get(s.client, s.client) for s in site.requests()
+                                         if s.path.startswith("/p/"))
+            peak = max(site.peak(a) for a in cluster.site_addresses)
+    return {"workers": workers, "bound": bound, "wall": wall, "runs": span, "accepted": accepted,
+            "shares": dict(sorted(shares.items())), "peak": peak, "load": (load_before, load_after),
+            "summary": done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--targets", type=int, default=20_000)
+    parser.add_argument("--workers", default="1,2,3", help="worker host counts to sweep with: 1,2,3 or 3")
+    parser.add_argument("--site-hosts", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=4, help="fetch.concurrency (per site host)")
+    parser.add_argument("--chunks", type=int, default=6, help="chunk steps per batched run")
+    parser.add_argument("--worker-concurrency", type=int, default=1, help="chunks at once per worker host")
+    args = parser.parse_args()
+    reason = netns.unavailable_reason()
+    if reason is not None:
+        raise SystemExit(f"cannot make hosts here: {reason}")
+    print(f"{args.targets} targets on {args.site_hosts} site hosts (100-400 ms each), fetch.concurrency "
+          f"{args.concurrency}, {args.chunks} chunks per run, {os.cpu_count()} cores", flush=True)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="sc-multihost-") as tmp:
+        for workers in [int(w) for w in args.workers.split(",")]:
+            result = sweep(workers, args, Path(tmp))
+            results.append(result)
+            print(f"{workers} host(s): wall {result['wall']:.1f} s, runs {result['runs']:.1f} s, bound "
+                  f"{result['bound']:.1f} s -> ratio {result['bound'] / result['wall']:.3f} (wall), "
+                  f"{result['bound'] / result['runs']:.3f} (runs); {result['accepted']} accepted; shares "
+                  f"{result['shares']}; max in flight per site host {result['peak']} "
+                  f"(limit {args.concurrency}); "
+                  f"load {result['load'][0][0]:.1f} -> {result['load'][1][0]:.1f}", flush=True)
+            print(f"  {result['summary']}", flush=True)
+    if len(results) > 1:
+        base = results[0]
+        for result in results[1:]:
+            print(f"{result['workers']} vs {base['workers']} host(s): "
+                  f"speed-up {base['wall'] / result['wall']:.2f} "
+                  f"(wall), {base['runs'] / result['runs']:.2f} (runs)")
+
+
+if __name__ == "__main__":
+    main()

@@ -41,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     restored = config.stash.get(_restored_at_start, [])
-    return f"stop signals restored at start: {', '.join(restored)}" if restored else None
+    return f"stop signals the launcher left ignored or blocked, restored: {', '.join(restored)}" if restored else None
 
 
 @pytest.fixture(autouse=True)

@@ -24,9 +24,33 @@ import sqlalchemy as sa
 
 from scrape_contracts_tests.fixture_site import FixtureSite
 from scrape_contracts_tests.receiver import Receiver
+from scrape_contracts_tests.signals import restore_stop_signals, stop_signals_disturbed
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
+
+
+_restored_at_start = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A stop signal the launcher left ignored or blocked is undone before any test (and before pytest-xdist
+    starts its workers, which inherit it): else no process a test starts dies of SIGTERM (signals.py)."""
+    config.stash[_restored_at_start] = restore_stop_signals()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    restored = config.stash.get(_restored_at_start, [])
+    return f"stop signals the launcher left ignored or blocked, restored: {', '.join(restored)}" if restored else None
+
+
+@pytest.fixture(autouse=True)
+def _stop_signals_intact() -> Iterator[None]:
+    """Fail the test that leaves a stop signal ignored or blocked in this process (the worker would go on
+    starting children that ignore SIGTERM, and a later test would hang), and undo it for the next test."""
+    yield
+    if stop_signals_disturbed():
+        pytest.fail(f"this test left {', '.join(restore_stop_signals())} in the test process")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -5,6 +5,7 @@ lost), and the stand-in as docs/providers.md starts it."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -69,7 +70,12 @@ def test_the_stand_in_starts_as_the_docs_say() -> None:
         assert httpx.get(url).status_code == 401
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        try:
+            assert process.wait(timeout=30) == -signal.SIGTERM  # SIGTERM stops it (no handler of its own)
+        finally:
+            if process.poll() is None:  # not left running when it did not
+                process.kill()
+                process.wait()
 
 
 def test_a_repair_is_asked_polled_and_proposes_what_the_stand_in_was_told_and_404_without_repairs() -> None:

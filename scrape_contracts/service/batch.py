@@ -22,6 +22,7 @@ once or not at all; running the batch again finds the recorded ones unchanged.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -160,6 +161,7 @@ class BatchRunner:
         workers = []
         # the workers' way to know this process died: it holds the only write end (service/batch_worker.py)
         owner, owner_end = (None, None) if in_threads else ctx.Pipe(duplex=False)
+        environ = None if in_threads else dict(os.environ)  # a forkserver's children have its, not ours
 
         def start(target: Any, args: tuple[Any, ...]) -> None:
             worker = (threading.Thread(target=target, args=args, daemon=True) if in_threads
@@ -168,14 +170,15 @@ class BatchRunner:
             workers.append(worker)
 
         for index in range(count):
-            job = ParseJob(index, self.loaded, self.artifacts.location, self._selectors, self.force, earlier)
+            job = ParseJob(index, self.loaded, self.artifacts.location, self._selectors, self.force, earlier,
+                           environ)
             start(worker_main, (job, fetched, results, self._controls[index], owner))
         # one fetching process for the run: each site host's budget is whole, whatever the targets' order
         fetch_job = FetchJob(count, self.loaded, self.fetch_settings, self.artifacts.location, tuple(targets),
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
                              self._selectors, self._connections(targets), count, self.force, pages, self.jobs,
-                             self._budgets_url())
+                             self._budgets_url(), environ)
         start(fetch_main, (fetch_job, fetched, results, owner))
         if owner is not None:
             owner.close()  # the workers have their copies; this process keeps only the write end

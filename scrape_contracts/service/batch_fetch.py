@@ -25,7 +25,7 @@ from scrape_contracts.adapters.fetch.pace import AsyncPacer, HostLimits, limits_
 from scrape_contracts.adapters.store import SelectorVersion
 from scrape_contracts.adapters.store.host_budgets import HostBudgets
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.service.batch_worker import BatchTarget, Done, watch_owner
+from scrape_contracts.service.batch_worker import BatchTarget, Done, adopt_environment, watch_owner
 from scrape_contracts.service.breaker import HostBreaker
 from scrape_contracts.service.crawl import Crawl
 from scrape_contracts.service.records import Previous
@@ -54,12 +54,15 @@ class FetchJob:
     jobs: Any = None  # the provider adapter's job book (picklable: it opens the store in this process)
     # the project store when it keeps every host's budget for all processes (PostgreSQL): see pace.py
     budgets_url: str | None = None
+    environ: dict[str, str] | None = None  # the run's environment (batch_worker.adopt_environment)
 
 
 def fetch_main(job: FetchJob, pages: Any, results: Any, owner: Any = None) -> None:
     """The fetching process's life: fetch every target, hand each page on, then tell the parsers it ended.
     ``owner``: as for the parse workers (``batch_worker.watch_owner``), it ends with the run's process."""
     watch_owner(owner)
+    if owner is not None:  # a process of its own (a thread shares the run's environment)
+        adopt_environment(job.environ)
     error = None
     fetching = Fetching(job, pages)
     try:

@@ -62,6 +62,7 @@ class ParseJob:
     selectors: SelectorVersion
     force: bool = False  # no unchanged shortcut: every page extracted again
     earlier: dict[str, tuple[str, ...]] = field(default_factory=dict)  # selectors of earlier versions
+    environ: dict[str, str] | None = None  # the run's environment (``adopt_environment``)
 
 
 # ---- the parse workers: each takes pages as it is free ---------------------------------------------------
@@ -70,6 +71,15 @@ _SEND_EVERY_S = 0.1  # or sooner
 
 
 OWNER_GONE_EXIT = 75  # a worker's exit status when the run's process died under it
+
+
+def adopt_environment(environ: dict[str, str] | None) -> None:
+    """Take the run's environment as it is now. A forkserver's child inherits the forkserver's environment,
+    which is the process's as it was when the forkserver started (early, service/forkserver.py), not as the
+    run has it: a proxy password set since, in a long-lived process, was missing in the fetching process."""
+    if environ is not None and environ != os.environ:
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 def watch_owner(owner: Any) -> None:
@@ -98,6 +108,8 @@ def _exit_when_gone(owner: Any) -> None:
 def worker_main(job: ParseJob, pages: Any, results: Any, control: Any, owner: Any = None) -> None:
     """A parse worker's life: process pages until the fetching process says they ended (None)."""
     watch_owner(owner)
+    if owner is not None:  # a process of its own (a thread shares the run's environment)
+        adopt_environment(job.environ)
     try:
         Parser(job, results, control).run(pages)
     except BaseException as exc:  # noqa: BLE001 (reported to the run, which records the targets as failed)

@@ -29,9 +29,9 @@ def start_forkserver() -> None:
     """Start the forkserver now, for a process that is about to run batches in itself.
 
     Its imports (the preload, most of a second) then overlap the caller's own start (Dagster's import, the
-    instance, the definitions, the run's launch) instead of holding up the batch's first worker. Call it
-    after the caller has set the environment its runs read: the forkserver, and every worker forked from it,
-    keeps the environment it started with.
+    instance, the definitions, the run's launch) instead of holding up the batch's first worker. The
+    forkserver keeps the environment it started with; each batch hands its workers the run's environment
+    as it is then (batch_worker.adopt_environment).
     """
     from multiprocessing import forkserver
 

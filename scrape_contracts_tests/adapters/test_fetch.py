@@ -994,3 +994,18 @@ def test_an_encoding_we_did_not_ask_for_is_refused(site: FixtureSite, make_fetch
 
     assert (caught.value.kind, caught.value.transient) == ("bad_encoding", False)
     assert "'br'" in str(caught.value) and "gzip and deflate" in str(caught.value)
+
+
+def test_the_time_spent_reading_robots_txt_does_not_count_against_the_pages_deadline(
+    site: FixtureSite, make_fetcher, fake_time: FakeTime
+) -> None:
+    # robots.txt asks for 40 s (its host's turn, as a frozen worker holding every shared slot would), then the
+    # page asks for 30 s: 70 s in all, past the 60 s deadline, but only the page's own 30 s count against it
+    site.set_handler("/robots.txt", sequence(Response(503, b"", {"Retry-After": "40"}),
+                                             Response(200, b"User-agent: *\nAllow: /\n")))
+    site.set_handler("/p", sequence(Response(503, b"", {"Retry-After": "30"}), Response(200, b"<p>ok</p>")))
+
+    page = make_fetcher(deadline_s=60.0, robots_agent="test-agent", fake_time=fake_time).fetch(site.url("/p"))
+
+    assert page.html == "<p>ok</p>" and fake_time.slept == [40.0, 30.0]
+    assert [a["status"] for a in page.attempts] == [503, 200]

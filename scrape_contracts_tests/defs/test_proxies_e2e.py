@@ -8,6 +8,7 @@ import pytest
 
 from scrape_contracts.defs.history import batch_summaries
 from scrape_contracts.defs.names import candidate_key
+from scrape_contracts.service.forkserver import start_forkserver
 from scrape_contracts_tests.conftest import Harness, failure_text, product_page
 from scrape_contracts_tests.proxy_site import ForwardProxy, SessionSite
 
@@ -36,6 +37,9 @@ def _events_text(harness: Harness, run_id: str) -> str:
 
 def test_a_batch_goes_around_the_failing_proxy_favours_the_fast_one_and_keeps_one_session(
         sqlite_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the forkserver the workers start from is up before the credentials are set (as in a long-lived
+    # process, and as when an earlier test started it): the fetching process still gets them
+    start_forkserver()
     monkeypatch.setenv("PX_USER", "scraper")
     monkeypatch.setenv("PX_PASS", SECRET)
     with SessionSite(_page, delay_s=0.05) as site, ForwardProxy("good", credentials=("scraper", SECRET)) as good, \
@@ -89,6 +93,9 @@ def test_a_batch_goes_around_the_failing_proxy_favours_the_fast_one_and_keeps_on
 
 def test_a_single_target_run_retries_through_another_proxy_and_says_which_carried_the_page(
         sqlite_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the forkserver the workers start from is up before the credentials are set (as in a long-lived
+    # process, and as when an earlier test started it): the fetching process still gets them
+    start_forkserver()
     monkeypatch.setenv("PX_USER", "scraper")
     monkeypatch.setenv("PX_PASS", SECRET)
     with SessionSite(_page) as site, ForwardProxy("good", credentials=("scraper", SECRET)) as good, \

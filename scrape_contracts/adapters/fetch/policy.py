@@ -247,7 +247,11 @@ class FetchPolicy:
             # caller headers carry credentials meant for the contract's site, not for wherever it redirects
             caller_headers = self.headers if origin(current) == first_origin else {}
             if state.robots:
+                asked = state.clock()
                 refusal = yield CheckRobots(current)
+                # reading the host's robots.txt (once a run, waiting its turns at the host like any request)
+                # is the crawl's time, not the page's: it does not count against the page's deadline
+                state.started += state.clock() - asked
                 if refusal is not None:
                     # a page whose own address the guard refuses says so, with the opt-in that may help:
                     # robots.txt on its host was refused for that very reason

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ssl
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -24,6 +26,15 @@ class ProxyRefused(httpx.ProxyError):
 
 # answers a forward proxy gives when it, not the site, could not do its part
 _GATEWAY_STATUSES = frozenset({502, 504})
+
+
+@dataclass
+class _Carried:
+    """One attempt through ``proxy`` (None: direct): when it started, and what it said of the proxy."""
+
+    proxy: ProxyChoice | None
+    started: float
+    fault: Fault = Fault.NONE
 
 
 @functools.cache
@@ -157,10 +168,24 @@ class HttpFetcherBase:
                                    "environment variables its username_env and password_env name)")
         return Fault.SOFT if status in _GATEWAY_STATUSES else Fault.NONE
 
-    def _report(self, choice: ProxyChoice | None, fault: Fault, started: float) -> None:
+    @contextlib.contextmanager
+    def _carried(self, choice: ProxyChoice | None) -> Iterator[_Carried]:
+        """Around one attempt's exchange (both fetchers): what it says of the proxy that carried it, reported
+        to the pool when it ends; the proxy's own failures raised as ``httpx.ProxyError`` naming it."""
         # latency is measured, not decided, so it is read on the real clock whatever ``clock`` the run injects
-        if choice is not None and self.proxies is not None:
-            self.proxies.report(choice, fault, time.monotonic() - started)
+        carried = _Carried(choice, time.monotonic())
+        try:
+            yield carried
+        except Exception as exc:
+            if choice is None:
+                raise
+            carried.fault, error = self._proxy_failure(choice, exc)
+            if error is not exc:
+                raise error from None
+            raise
+        finally:
+            if choice is not None and self.proxies is not None:
+                self.proxies.report(choice, carried.fault, time.monotonic() - carried.started)
 
     def proxy_health(self) -> list[dict[str, object]]:
         """Per proxy of this fetcher's run: requests, failures, quarantine, score (no credentials)."""

@@ -8,7 +8,6 @@ fetch, not all of them.
 from __future__ import annotations
 
 import asyncio
-import time
 import inspect
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
@@ -25,7 +24,7 @@ from scrape_contracts.adapters.fetch.policy import Exchange
 from scrape_contracts.adapters.fetch.steps import CheckAddress, CheckRobots, RobotsRefusal, Sleep, Turn
 from scrape_contracts.adapters.fetch.pool import AsyncPool
 from scrape_contracts.adapters.fetch.transport import AsyncProxyTransport
-from scrape_contracts.adapters.proxies import Fault, ProxyEndpoint
+from scrape_contracts.adapters.proxies import ProxyEndpoint
 from scrape_contracts.adapters.netguard import Resolver, system_resolver
 from scrape_contracts.adapters.robots import host_key, robots_url, rules_from
 
@@ -159,29 +158,18 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
         self.sessions.prepare(request)
         # through a proxy, the only connection is to the proxy: the contract names it, so it is trusted as named
         pinned = pinned_to(exchange.url, exchange.addresses if proxy is None else None)
-        started, fault = time.monotonic(), Fault.NONE
-        try:
-            with deadline_within(exchange.budget_s), pinned:
-                response = await client.send(request, stream=True)
-                try:
-                    self.sessions.learn(response)
-                    if proxy is not None:
-                        fault = self._proxy_answer(proxy, response.status_code)
-                    if exchange.start(response.status_code, response.reason_phrase, response.headers):
-                        async for chunk in response.aiter_raw():
-                            exchange.feed(chunk)
-                    elif exchange.drain:
-                        async for _ in response.aiter_raw():
-                            pass
-                finally:
-                    await response.aclose()
+        with self._carried(proxy) as carried, deadline_within(exchange.budget_s), pinned:
+            response = await client.send(request, stream=True)
+            try:
+                self.sessions.learn(response)
+                if proxy is not None:
+                    carried.fault = self._proxy_answer(proxy, response.status_code)
+                if exchange.start(response.status_code, response.reason_phrase, response.headers):
+                    async for chunk in response.aiter_raw():
+                        exchange.feed(chunk)
+                elif exchange.drain:
+                    async for _ in response.aiter_raw():
+                        pass
+            finally:
+                await response.aclose()
             return exchange.finish()
-        except Exception as exc:
-            if proxy is None:
-                raise
-            fault, error = self._proxy_failure(proxy, exc)
-            if error is not exc:
-                raise error from None
-            raise
-        finally:
-            self._report(proxy, fault, started)

@@ -98,6 +98,16 @@ class ProviderSetup:
         return "\n".join(serialize_value(entry) for entry in self.instance.all_logs(run_id))
 
 
+def batch_summary(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
+    """The batch summary observation's metadata, as plain values."""
+    for event in result.all_events:
+        if event.event_type_value == "ASSET_OBSERVATION":
+            metadata = event.event_specific_data.asset_observation.metadata
+            if metadata.get("stage") and metadata["stage"].value == "batch_summary":
+                return {k: v.value for k, v in metadata.items()}
+    raise AssertionError("no batch summary")
+
+
 def wait_until(what: str, condition: Any, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

@@ -17,18 +17,11 @@ import pytest
 from scrape_contracts.adapters.schema import ProviderJobState
 from scrape_contracts.defs.names import accepted_key
 from scrape_contracts_tests.conftest import failure_text, product_page
-from scrape_contracts_tests.defs.provider_setup import TOKEN, ProviderSetup, provider_setup  # noqa: F401
+from scrape_contracts_tests.defs.provider_setup import (  # noqa: F401
+    batch_summary, TOKEN, ProviderSetup, provider_setup,
+)
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _summary(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
-    for event in result.all_events:
-        if event.event_type_value == "ASSET_OBSERVATION":
-            metadata = event.event_specific_data.asset_observation.metadata
-            if metadata.get("stage") and metadata["stage"].value == "batch_summary":
-                return {k: v.value for k, v in metadata.items()}
-    raise AssertionError("no batch summary")
 
 
 def _candidate_output(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
@@ -71,7 +64,7 @@ def test_a_job_is_submitted_once_its_id_kept_before_the_first_poll_and_its_page_
         "p2": "Emma", "p3": "Ulysses"}
     submitted = sorted(s["url"] for s in provider.submits())
     assert submitted == sorted(setup.site.url(f"/p/{i}") for i in (1, 2, 3))
-    summary = _summary(batch)
+    summary = batch_summary(batch)
     assert (summary["provider_jobs"], summary["provider_spend"]) == (2, 0.02)
     for run in (single, batch):  # the token is in no event, log line or message
         assert TOKEN not in setup.events_text(run.run_id)
@@ -129,7 +122,7 @@ def test_a_spent_budget_pauses_the_contract_with_the_reason_and_submits_nothing(
     first = setup.run_batch("shop")
     assert first.success
     assert len(provider.submits()) == 2
-    summary = _summary(first)
+    summary = batch_summary(first)
     spend = (summary["provider_jobs"], summary["provider_spend"], summary["provider_currency"])
     assert spend == (2, 0.02, "EUR")
     refused = {f["partition"]: f["reason"] for f in summary["failures"]}
@@ -139,7 +132,7 @@ def test_a_spent_budget_pauses_the_contract_with_the_reason_and_submits_nothing(
     second = setup.run_batch("shop")  # the next sweep the same day: paused, every target skipped with why
     assert second.success
     assert len(provider.submits()) == 2
-    skipped = _summary(second)["skipped"]
+    skipped = batch_summary(second)["skipped"]
     assert {s["partition"] for s in skipped} == set(urls)
     assert all(s["reason"].startswith("contract paused: cost budget spent: 0.02 of 0.02 EUR")
                for s in skipped)
@@ -170,7 +163,7 @@ def test_a_budget_per_sweep_is_spent_per_launch(provider_setup: ProviderSetup) -
     second = setup.run_batch("shop", ["p3"], tags={"scrape_contracts/idempotency_key": "sweep-a"})
     assert first.success and second.success
     assert len(provider.submits()) == 2
-    assert _summary(second)["skipped"][0]["reason"].startswith(
+    assert batch_summary(second)["skipped"][0]["reason"].startswith(
         "contract paused: cost budget spent: 0.02 of 0.02 USD spent in this sweep")
     # a new sweep
     third = setup.run_batch("shop", ["p3"], tags={"scrape_contracts/idempotency_key": "sweep-b"})
@@ -227,7 +220,7 @@ def test_sigkill_between_the_submit_and_its_job_id_is_indeterminate_until_the_jo
     [health] = contract_health(store, load_contracts(setup.contracts_dir).contracts)
     assert health.indeterminate == 1 and health.paused == 1
     batch = setup.run_batch("shop")  # schedules and batches skip it
-    assert batch.success and _summary(batch)["skipped"][0]["reason"] == state.pause_reason
+    assert batch.success and batch_summary(batch)["skipped"][0]["reason"] == state.pause_reason
     assert len(provider.submits()) == 1
 
     # the job the provider did run, found by its label, adopted: the scrape polls it, its page is checked
@@ -290,7 +283,7 @@ def test_a_lost_answer_in_a_batch_pauses_that_target_only_and_says_so_on_its_par
 
     batch = setup.run_batch("shop")
     assert batch.success  # a batch ends green with per-target failures
-    [failure] = _summary(batch)["failures"]
+    [failure] = batch_summary(batch)["failures"]
     assert failure["partition"] == "p1" and "indeterminate: the submit's answer was lost" in failure["reason"]
     assert store.latest_accepted("shop", "p2").record["title"] == "Book 2"
     reason = store.state("shop", "p1").pause_reason
@@ -300,4 +293,4 @@ def test_a_lost_answer_in_a_batch_pauses_that_target_only_and_says_so_on_its_par
     assert latest.asset_observation.metadata["paused"].value == reason
     again = setup.run_batch("shop")
     assert again.success and len(provider.submits()) == 3  # p1 skipped (paused), p2 scraped again
-    assert {s["partition"]: s["reason"] for s in _summary(again)["skipped"]} == {"p1": reason}
+    assert {s["partition"]: s["reason"] for s in batch_summary(again)["skipped"]} == {"p1": reason}

@@ -14,7 +14,9 @@ import yaml
 from scrape_contracts import cli
 from scrape_contracts.adapters.schema import RepairState, SelectorSource
 from scrape_contracts_tests.conftest import failure_text, product_page
-from scrape_contracts_tests.defs.provider_setup import ProviderSetup, provider_contract, provider_setup  # noqa: F401
+from scrape_contracts_tests.defs.provider_setup import (  # noqa: F401
+    batch_summary, ProviderSetup, provider_contract, provider_setup,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,15 +43,6 @@ def _review(setup: ProviderSetup, decision: str, reason: str, partition: str = "
     return setup.job("review_job").execute_in_process(
         run_config={"ops": {"review_decision": {"config": config}}}, instance=setup.instance,
         raise_on_error=False)
-
-
-def _summary(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
-    for event in result.all_events:
-        if event.event_type_value == "ASSET_OBSERVATION":
-            metadata = event.event_specific_data.asset_observation.metadata
-            if metadata.get("stage") and metadata["stage"].value == "batch_summary":
-                return {k: v.value for k, v in metadata.items()}
-    raise AssertionError("no batch summary")
 
 
 def _api_target(setup: ProviderSetup) -> Any:
@@ -128,7 +121,7 @@ def test_a_wrong_proposal_a_person_accepts_is_refused_by_the_checks_on_the_batch
 
     batch = setup.run_batch("shop", ["p1"])
     assert batch.success
-    summary = _summary(batch)
+    summary = batch_summary(batch)
     assert (summary["provider_jobs"], summary["provider_repairs"]) == (1, 1)
     assert summary["provider_spend"] == pytest.approx(0.06)
     [proposal] = setup.store.repairs("shop", "p1")

@@ -11,7 +11,8 @@ from price_parser import Price
 
 from scrape_contracts.engine.extract import parse_value
 from scrape_contracts.engine.heal import matcher
-from scrape_contracts.engine.heal.page import LONG_TEXT, Page, select_elements
+from scrape_contracts.engine.heal.page import LONG_TEXT, Page
+from scrape_contracts.engine.heal.query import select_elements
 from scrape_contracts.engine.select import element_text, normalise_space, parse_html, select
 
 PAGE = """<html><body>

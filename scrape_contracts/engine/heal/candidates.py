@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
-from scrape_contracts.engine.heal.page import Page, split_selector
+from scrape_contracts.engine.heal.page import Page
+from scrape_contracts.engine.heal.query import split_selector
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec, same_value
 from scrape_contracts.engine.heal.vocabulary import (
     ALNUM,

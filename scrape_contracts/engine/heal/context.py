@@ -11,7 +11,8 @@ from scrape_contracts.engine.heal.decoys import Flag
 from scrape_contracts.engine.heal.fingerprint import Fingerprint
 from scrape_contracts.engine.heal.locate import Located
 from scrape_contracts.engine.heal.memory import FieldMemory, PageRecall, Recall, StoredRecall, memory_of
-from scrape_contracts.engine.heal.page import Page, select_elements, split_selector
+from scrape_contracts.engine.heal.page import Page
+from scrape_contracts.engine.heal.query import select_elements, split_selector
 from scrape_contracts.engine.heal.policy import HealPolicy
 from scrape_contracts.engine.heal.rows import OldRows
 from scrape_contracts.engine.heal.scoring import full_label

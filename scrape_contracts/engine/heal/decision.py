@@ -18,7 +18,8 @@ from scrape_contracts.engine.heal.context import Context, build_context
 from scrape_contracts.engine.heal.decoys import DECOY_MESSAGES
 from scrape_contracts.engine.heal.fingerprint import fingerprint_of, similarity
 from scrape_contracts.engine.heal.memory import FieldMemory
-from scrape_contracts.engine.heal.page import Page, on_one_branch, split_selector
+from scrape_contracts.engine.heal.page import Page
+from scrape_contracts.engine.heal.query import on_one_branch, split_selector
 from scrape_contracts.engine.heal.policy import HealPolicy
 from scrape_contracts.engine.heal.positional import heal_item, row_to_keep
 from scrape_contracts.engine.heal.result import HEALED, HealResult, RefusalReason, refusal

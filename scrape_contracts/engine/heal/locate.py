@@ -9,7 +9,8 @@ from lxml import etree
 
 from scrape_contracts.engine.heal.candidates import value_sources
 from scrape_contracts.engine.heal.decoys import Flag, flags_of
-from scrape_contracts.engine.heal.page import Page, on_one_branch, select_elements, split_selector
+from scrape_contracts.engine.heal.page import Page
+from scrape_contracts.engine.heal.query import on_one_branch, select_elements, split_selector
 from scrape_contracts.engine.heal.spec import HealSpec, same_value, specificity
 
 

@@ -29,7 +29,8 @@ from scrape_contracts.engine.heal.fingerprint import (
     similarity,
 )
 from scrape_contracts.engine.heal.locate import Located, find_aliases, locate_targets
-from scrape_contracts.engine.heal.page import Page, select_elements, split_selector
+from scrape_contracts.engine.heal.page import Page
+from scrape_contracts.engine.heal.query import select_elements, split_selector
 from scrape_contracts.engine.heal.rows import OldRows, old_rows
 from scrape_contracts.engine.heal.spec import HealSpec
 from scrape_contracts.engine.heal.vocabulary import DIGIT, TAG_FAMILY

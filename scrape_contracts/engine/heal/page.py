@@ -35,19 +35,13 @@ from scrape_contracts.engine.heal.vocabulary import (
 from scrape_contracts.engine.limits import DEFAULT_LIMITS, LimitExceeded, Limits
 from scrape_contracts.engine.select import (
     SelectorBudget,
-    SelectorError,
-    is_xpath,
     normalise_space,
     parse_html,
-    select_nodes,
 )
 
 if TYPE_CHECKING:
     from scrape_contracts.engine.heal.fingerprint import Fingerprint
 
-# the value source at the end of a selector: ::text / ::attr(name) in CSS, /text() / /@name in XPath
-CSS_SOURCE = re.compile(r"::(text|attr\(\s*([^)\s]+)\s*\))\s*$")
-XPATH_SOURCE = re.compile(r"/(text\(\)|@([\w:.-]+))\s*$")
 # page-sized texts are never values or labels: not worth re-normalising at every ancestor
 LONG_TEXT = 4000
 
@@ -399,49 +393,3 @@ def _walk_jsonld(node: Any, path: tuple[str, ...], related: bool, out: list) -> 
             if path and path[-1].startswith("@") and path[-1] != "@value":
                 continue
             out.append((frozenset(w for k in path for w in words_of(k)), node, related))
-
-
-def on_one_branch(a: etree._Element, b: etree._Element) -> bool:
-    """``a`` is ``b``, or one contains the other."""
-    if a is b:
-        return True
-    return any(x is b for x in a.iterancestors()) or any(x is a for x in b.iterancestors())
-
-
-def split_selector(selector: str) -> tuple[str, str]:
-    """(element selector, value source): source is "text" or "attr:<name>"."""
-    selector = selector.strip()
-    if is_xpath(selector):
-        match = XPATH_SOURCE.search(selector)
-    else:
-        match = CSS_SOURCE.search(selector)
-    if not match:
-        return selector, "text"
-    element = selector[: match.start()].rstrip() or "*"
-    return element, f"attr:{match.group(2)}" if match.group(2) else "text"
-
-
-def select_elements(page: Page, selector: str, *, own: bool = False) -> list[etree._Element]:
-    """Elements ``selector`` matches; a selector over the cost limit raises for the contract's ``own``
-    selector (the field is refused, naming the limit) and matches nothing for one the healer made up.
-    Memoised per page: the fields of one call try many of the same selectors."""
-    found = page.selected.get(selector)
-    if found is None:
-        try:
-            simple = matcher.parse(selector)
-            if simple is not None:
-                page.budget.check(selector)  # the same refusal as by XPath
-                found = matcher.match(page, simple)
-            if found is None:
-                nodes = select_nodes(page.sel, selector, page.budget)
-                found = [n for n in nodes if isinstance(getattr(n, "tag", None), str)]
-        except (SelectorError, ValueError, etree.XPathError):
-            found = []
-        except LimitExceeded as exc:
-            found = exc
-        page.selected[selector] = found
-    if isinstance(found, LimitExceeded):
-        if own:
-            raise found
-        return []
-    return list(found)

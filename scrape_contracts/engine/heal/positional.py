@@ -13,7 +13,7 @@ from cssselect import SelectorError as CssSelectorError
 from lxml import etree
 
 from scrape_contracts.engine.heal.context import Context
-from scrape_contracts.engine.heal.page import select_elements, split_selector
+from scrape_contracts.engine.heal.query import select_elements, split_selector
 from scrape_contracts.engine.heal.result import HEALED, HealResult, RefusalReason, refusal
 from scrape_contracts.engine.heal.rows import NewRows, kept_row, new_rows, picked_row
 from scrape_contracts.engine.heal.selectors import anchor_forms, reextracts, simple_forms

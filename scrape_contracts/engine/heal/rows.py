@@ -31,7 +31,8 @@ from scrape_contracts.engine.heal.decoys import Flag, flags_of
 from scrape_contracts.engine.heal.fingerprint import fingerprint_of, similarity
 from scrape_contracts.engine.heal.labels import inline_label, label_of
 from scrape_contracts.engine.heal.locate import innermost
-from scrape_contracts.engine.heal.page import Page, select_elements, split_selector
+from scrape_contracts.engine.heal.page import Page
+from scrape_contracts.engine.heal.query import select_elements, split_selector
 from scrape_contracts.engine.heal.spec import UNPARSEABLE, HealSpec, ItemPick, same_value
 from scrape_contracts.engine.select import is_xpath
 

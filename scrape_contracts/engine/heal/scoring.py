@@ -11,7 +11,7 @@ from scrape_contracts.engine.extract import ValueParseError
 from scrape_contracts.engine.heal.decoys import Flag, distractor_score, flags_of, identity_conflict, stepping
 from scrape_contracts.engine.heal.fingerprint import Fingerprint, similarity
 from scrape_contracts.engine.heal.labels import inline_label, label_similarity
-from scrape_contracts.engine.heal.page import on_one_branch
+from scrape_contracts.engine.heal.query import on_one_branch
 from scrape_contracts.engine.heal.policy import AnchorScoring, HealPolicy
 from scrape_contracts.engine.heal.spec import HealSpec, same_value, specificity, value_score
 from scrape_contracts.engine.heal.vocabulary import (

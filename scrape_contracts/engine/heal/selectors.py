@@ -13,7 +13,8 @@ from lxml import etree
 from scrape_contracts.engine.extract import ValueParseError
 from scrape_contracts.engine.heal.labels import LABEL_WRAPPERS, column_header, label_like
 from scrape_contracts.engine.heal.names import semantic_attrs, stable_attr_value, stable_classes, stable_id_of
-from scrape_contracts.engine.heal.page import Page, select_elements, split_selector
+from scrape_contracts.engine.heal.page import Page
+from scrape_contracts.engine.heal.query import select_elements, split_selector
 from scrape_contracts.engine.heal.spec import same_value
 from scrape_contracts.engine.heal.vocabulary import UTILITY_CLASS, content_words
 from scrape_contracts.engine.limits import LimitExceeded

@@ -381,8 +381,8 @@ class FrontDoor(RecoveryOps):
         from scrape_contracts.defs import build_definitions
 
         defs = build_definitions(self.contracts_dir)
-        return defs.resolve_job_def(job_name).execute_in_process(
-            run_config={**launch.QUIET, "ops": ops}, instance=self.instance, raise_on_error=False,
+        return launch.run_in_process(
+            defs.resolve_job_def(job_name), run_config={**launch.QUIET, "ops": ops}, instance=self.instance, raise_on_error=False,
             tags={"scrape_contracts/trigger": "api"}, run_id=run_id)
 
 

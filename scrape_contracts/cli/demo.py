@@ -17,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 
 from scrape_contracts.contract.loader import load_contracts
-from scrape_contracts.defs.launching import QUIET  # the demo prints its own summary
+from scrape_contracts.defs.launching import QUIET, run_in_process  # QUIET: the demo prints its own summary
 
 from scrape_contracts.cli.common import REPO_ROOT
 SITE = REPO_ROOT / "examples" / "site"
@@ -61,8 +61,8 @@ def run_demo(home: Path) -> int:
             job = defs.resolve_job_def(scrape_job_name(name))
             for key in _partition_keys(defs, scrape_job_name(name), instance):
                 for _ in range((repeat or {}).get(name, 1)):
-                    result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False,
-                                                    run_config=QUIET)
+                    result = run_in_process(job, partition_key=key, instance=instance, raise_on_error=False,
+                                            run_config=QUIET)
                     candidate = store.latest_candidate(name, key, run_id=result.run_id)
                     outcome = candidate.outcome if candidate else "failed"
                     outcomes.setdefault((name, key), []).append(outcome)

@@ -54,8 +54,8 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
               "resubmit": args.resubmit, "by": args.by, "reason": args.reason}
     defs = build_definitions(args.contracts_dir)
     # a run of reconcile_job on the instance: the decision is in run history with who and why
-    decided = defs.resolve_job_def(RECONCILE_JOB).execute_in_process(
-        run_config={**launching.QUIET, "ops": {"reconcile_submission": {"config": config}}},
+    decided = launching.run_in_process(
+        defs.resolve_job_def(RECONCILE_JOB), run_config={**launching.QUIET, "ops": {"reconcile_submission": {"config": config}}},
         instance=instance, raise_on_error=False, tags={"scrape_contracts/trigger": "cli"})
     if not decided.success:
         raise common.CliError(f"{launching.failure_reason(decided)} (run {decided.run_id})")

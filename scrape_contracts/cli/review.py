@@ -59,7 +59,7 @@ def register(sub: Any) -> None:
 
 def cmd_review(args: argparse.Namespace) -> int:
     from scrape_contracts.defs import build_definitions
-    from scrape_contracts.defs.launching import QUIET, failure_reason
+    from scrape_contracts.defs.launching import QUIET, failure_reason, run_in_process
 
     loaded = common.contract(args, args.contract)
     store = common.store(existing=True)
@@ -71,8 +71,8 @@ def cmd_review(args: argparse.Namespace) -> int:
         config["candidate_id"] = args.candidate
     defs = build_definitions(args.contracts_dir)
     # a real run of review_job on the instance: the decision is in run history with who and why
-    result = defs.resolve_job_def("review_job").execute_in_process(
-        run_config={**QUIET, "ops": {"review_decision": {"config": config}}}, instance=instance,
+    result = run_in_process(
+        defs.resolve_job_def("review_job"), run_config={**QUIET, "ops": {"review_decision": {"config": config}}}, instance=instance,
         raise_on_error=False)
     if not result.success:
         raise common.CliError(f"{failure_reason(result)} (run {result.run_id})")

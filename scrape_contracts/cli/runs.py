@@ -79,7 +79,7 @@ def cmd_targets_add(args: argparse.Namespace) -> int:
 
 def cmd_targets_discover(args: argparse.Namespace) -> int:
     from scrape_contracts.defs import build_definitions
-    from scrape_contracts.defs.launching import QUIET, failure_reason
+    from scrape_contracts.defs.launching import QUIET, failure_reason, run_in_process
     from scrape_contracts.defs.names import TRIGGER_TAG, discover_job_name
 
     loaded = common.contract(args, args.contract)
@@ -88,8 +88,8 @@ def cmd_targets_discover(args: argparse.Namespace) -> int:
         raise common.CliError(f"contract {name!r} has no discover: block; add its sitemaps or listing pages "
                               "(docs/discovery.md), or add targets with `scrape-contracts targets add`", 2)
     job = build_definitions(args.contracts_dir).resolve_job_def(discover_job_name(name))
-    result = job.execute_in_process(run_config=QUIET, instance=common.instance(), tags={TRIGGER_TAG: "cli"},
-                                    raise_on_error=False)
+    result = run_in_process(job, run_config=QUIET, instance=common.instance(), tags={TRIGGER_TAG: "cli"},
+                            raise_on_error=False)
     if not result.success:
         raise common.CliError(f"discovery of {name!r} failed (run {result.run_id}): {failure_reason(result)}")
     (event,) = result.get_asset_materialization_events()

@@ -9,8 +9,10 @@ the idempotency key, so asking for the same thing again finds the run that exist
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -102,6 +104,24 @@ def failure_reason(result: dg.ExecuteInProcessResult) -> str:
     return "the run failed: see it in the Dagster UI (Runs)"
 
 
+def run_in_process(job: dg.JobDefinition, **kwargs: Any) -> dg.ExecuteInProcessResult:
+    """``job.execute_in_process(**kwargs)``, leaving this process's SIGTERM as it was.
+
+    When a run in the main thread ends, Dagster gives SIGTERM the disposition SIGINT has (it maps SIGTERM to
+    SIGINT for Kubernetes). A command or server started with SIGINT ignored (a background job of a
+    non-interactive shell, a service manager's default) would then ignore SIGTERM, survive ``kill`` and
+    ``systemctl stop``, and pass that on to every process it starts. Every run this project executes in
+    process goes through here.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return job.execute_in_process(**kwargs)  # signals are the main thread's; Dagster leaves them alone
+    sigterm = signal.getsignal(signal.SIGTERM)
+    try:
+        return job.execute_in_process(**kwargs)
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
+
+
 class LaunchError(Exception):
     """``dagster job launch`` refused a run (the code location did not load, the job is unknown, ...)."""
 
@@ -123,8 +143,8 @@ def execute(defs: dg.Definitions, instance: dg.DagsterInstance, specs: Sequence[
             continue
         tags = dict(spec.tags)
         partition = tags.pop("dagster/partition", None)
-        result = defs.resolve_job_def(spec.job_name).execute_in_process(
-            run_config={**QUIET, **spec.run_config}, instance=instance, partition_key=partition,
+        result = run_in_process(
+            defs.resolve_job_def(spec.job_name), run_config={**QUIET, **spec.run_config}, instance=instance, partition_key=partition,
             run_id=spec.run_id, tags=tags, raise_on_error=False)
         run = check_run(instance, result.run_id)
         report(spec, run, True)

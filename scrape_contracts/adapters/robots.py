@@ -31,10 +31,19 @@ def robots_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, "/robots.txt", "", ""))
 
 
+# a URL that spells out its scheme's default port is the same site host as one that leaves it out
+_DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+
+
 def host_key(url: str) -> str:
-    """The site host a robots.txt (and a host's budget) belongs to: scheme, host and port."""
+    """The site host a robots.txt (and a host's budget, its cookies) belongs to: scheme, host and port, the
+    scheme's default port left out (``https://shop.example:443`` is ``https://shop.example``)."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1].lower()}"
+    netloc = parts.netloc.rsplit("@", 1)[-1].lower()
+    default = _DEFAULT_PORTS.get(parts.scheme)
+    if default and netloc.endswith(default):
+        netloc = netloc[: -len(default)]
+    return f"{parts.scheme}://{netloc}"
 
 
 def is_robots_url(url: str) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import httpx
 import pytest
 
 from scrape_contracts.adapters.fetch import AsyncHttpFetcher, FetchError, HttpFetcher, fetcher_for
@@ -212,3 +213,20 @@ def test_the_docs_example_is_a_valid_fetch_block() -> None:
     assert [p.label for p in fetch.proxies] == ["proxy-a", "http://proxy-b.internal:3128"]
     assert not fetch.sticky and fetch.host_cookies == {"https://shop.example": {"region": "eu"}}
     assert FetchSettings(proxies=fetch.proxies).sticky  # sessions on: sticky unless told otherwise
+
+
+def test_a_site_host_is_the_same_with_or_without_its_default_port() -> None:
+    from scrape_contracts.adapters.robots import host_key
+
+    assert host_key("https://Shop.example:443/p/1") == host_key("https://shop.example/") == "https://shop.example"
+    assert host_key("http://user:pw@shop.example:80/x") == "http://shop.example"
+    assert host_key("http://[::1]:80/") == "http://[::1]"
+    # another port, or the other scheme's default, is another site host
+    assert host_key("https://shop.example:8443/") == "https://shop.example:8443"
+    assert host_key("https://shop.example:80/") == "https://shop.example:80"
+    assert host_key("http://shop.example:8080/") == "http://shop.example:8080"
+    # so a host_cookies key that spells out the port still reaches the host
+    sessions = Sessions(host_cookies={"https://shop.example:443": {"region": "eu"}})
+    request = httpx.Request("GET", "https://shop.example/p/1")
+    sessions.prepare(request)
+    assert request.headers["cookie"] == "region=eu"

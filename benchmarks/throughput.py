@@ -515,6 +515,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="fetch.concurrency (per host) for the batch path, if the contract model has it")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="batch_size for the batch path, if the contract model has it (default: the project's)")
+    parser.add_argument("--chunks", type=int, default=None,
+                        help="SCRAPE_CONTRACTS_CHUNKS for the batch and queue paths: chunk steps per batched run "
+                             "(default: the project's)")
     parser.add_argument("--no-raw-again", dest="raw_again", action="store_false",
                         help="measure the raw loop once, before the other paths (default: before and after)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -532,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
         args.profile.mkdir(parents=True, exist_ok=True)
         PROFILE_DIR = args.profile.resolve()
     paths = set(args.paths.split(","))
+    if args.chunks is not None:  # every instance's environment is copied from this process's (bench_instances)
+        os.environ["SCRAPE_CONTRACTS_CHUNKS"] = str(args.chunks)
     workdir = Path(tempfile.mkdtemp(prefix="sc-throughput-"))
     # SIGTERM unwinds like Ctrl-C, so the daemon, server and database are cleaned up on the way out
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -549,7 +554,8 @@ def main(argv: list[str] | None = None) -> int:
             fetch_knobs, top_knobs = batch_knobs(args.concurrency, args.batch_size)
             contracts_dir = workdir / "contracts"
             write_contract(contracts_dir, site, server.base_url, fetch_knobs, top_knobs)
-            print(f"contract: {contracts_dir / (CONTRACT_NAME + '.yaml')} ({describe_knobs(fetch_knobs, top_knobs)})")
+            print(f"contract: {contracts_dir / (CONTRACT_NAME + '.yaml')} ({describe_knobs(fetch_knobs, top_knobs)}; "
+                  f"chunks: {os.environ.get('SCRAPE_CONTRACTS_CHUNKS') or 'project default'})")
             rows += run_paths(args, paths, site, server.base_url, contracts_dir, workdir)
         print_table(rows)
         for r in rows:

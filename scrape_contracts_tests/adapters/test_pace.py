@@ -88,6 +88,21 @@ def test_a_503_costs_a_slot_repeated_ones_halve_the_window_once_per_round_trip_a
     assert pace.slots == 4 and pace.window == 4.0
 
 
+def test_a_lone_503_with_retry_after_costs_no_slot_but_a_host_answering_them_in_a_row_is_backed_off() -> None:
+    pace = HostPace(HostLimits(concurrency=4))
+    pace.start(0.0)
+    pace.finish(0.5, 0.0, 200)
+    for _ in range(4):
+        pace.start(1.0)
+    pace.finish(1.5, 1.0, 503, retry_after_s=1.0)  # that page waits its second out, holding no slot
+    assert pace.slots == 4 and pace.delay(1.5) == 0  # the freed slot goes to the host's next page at once
+    pace.finish(1.5, 1.0, 200)
+    assert pace.failing == 0 and pace.slots == 4
+    pace.finish(2.5, 1.0, 503, retry_after_s=1.0)
+    pace.finish(2.6, 1.0, 503, retry_after_s=1.0)  # the second in a row: the host is in trouble
+    assert pace.slots == 2 and pace.delay(2.6) == pytest.approx(0.25)
+
+
 def test_a_host_failing_again_and_again_is_held_longer_each_time_up_to_a_bound() -> None:
     pace = HostPace(HostLimits(concurrency=2))
     holds = []

@@ -4,6 +4,7 @@ run, no slot is held through a Retry-After, robots.txt is read once per host and
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -105,3 +106,36 @@ def test_a_single_target_run_obeys_robots_txt_and_waits_out_a_retry_after(sqlite
         assert done.success and sqlite_harness.accepted("shop", "p1")
         first, retry = site.requests(A, "/p/1")
         assert first.status == 503 and retry.start - first.end >= 0.95
+
+
+def test_a_lone_503_with_retry_after_leaves_the_host_its_whole_concurrency(sqlite_harness: Harness) -> None:
+    # the server holds every page but /c/0 until four of them are held at once: /c/0's 503 frees its slot,
+    # and only if that slot goes to the host's next page (no slot cut for a Retry-After) do four come together
+    lock, gate, state = threading.Lock(), threading.Event(), {"refused": False, "held": 0, "after_503": False}
+
+    def hold(client: str, path: str) -> threading.Event | None:
+        with lock:
+            if path == "/c/0":
+                state["refused"] = True
+                return None
+            state["held"] += 1
+            if state["held"] >= 4 and not gate.is_set():
+                state["after_503"] = state["refused"]
+                gate.set()
+        return gate
+
+    safety = threading.Timer(30, gate.set)  # only so that a regression fails instead of hanging
+    plans = {C: _plan(scripted={"/c/0": [(503, {"Retry-After": "1"})]})}
+    with HostsSite(plans, hold=hold) as site:
+        urls = {f"c{i:02d}": site.url(C, f"/c/{i}") for i in range(8)}
+        _contract(sqlite_harness, "steady", urls, "  concurrency: 4")
+        safety.start()
+        try:
+            result = run_batch(sqlite_harness, "steady")
+        finally:
+            safety.cancel()
+        assert result.success and all(sqlite_harness.accepted("steady", key) for key in urls)
+        first, _retry = site.requests(C, "/c/0")
+        assert first.status == 503
+        assert state["after_503"]  # four pages in flight while /c/0 waited out its Retry-After
+        assert site.peak(C) == 4

@@ -9,7 +9,9 @@ Back-off (``throttle``), like Scrapy's AutoThrottle in spirit, as a window of sl
 
 - 429: the window halves (at least 1 slot), and its Retry-After holds every request to the host until then;
 - 503 or no answer (timeout, broken connection): one slot less, and from the second in a row the window
-  halves; a cut happens once per round trip however many answers say so
+  halves; a lone 503 with a Retry-After costs no slot (the server said how long that page is to wait, the
+  page waits it out, nothing says the host is congested); a cut happens once per round trip however many
+  answers say so
   (a 503's Retry-After is waited out by the page that got it, by the fetch policy, holding no slot); from
   the second such answer in a row (``failing``) the host is held a little longer each time
   (``FAILING_HOLD_S``, doubling) and its waiting retries count as its fetches, so a host in trouble is not
@@ -110,6 +112,11 @@ class HostPace:
             if self.failing >= 2:
                 hold = min(MAX_FAILING_HOLD_S, FAILING_HOLD_S * 2 ** min(self.failing - 2, 16))
                 self.hold_until = max(self.hold_until, now + hold)
+            if status == 503 and retry_after_s and self.failing < 2:
+                # an explicit instruction for that page, waited out by it holding no slot: no congestion
+                # signal (cutting a slot here, then three answers to grow it back, cost the slowest hosts
+                # of benchmarks/politeness.py most of the product's in-sweep loss against the bound)
+                return
             # a 429 is about this client's pace; one 503 now and then may be one page's trouble
             self._cut(now, halve=status == 429 or self.failing >= 2)
             return

@@ -1,7 +1,7 @@
 """The multi-host sweep with the broker taken away from the worker hosts for a while mid-sweep (its relay
 ended: their connections reset, new ones refused, as when RabbitMQ goes down; ``netns.Cluster.cut``), then
 given back. Each host's pages are answered up to a few, then held until every worker has seen the broker
-gone, so the outage falls mid-chunk on every host without timing anything.
+gone, so the outage falls mid-chunk without timing anything.
 
 Shown: the sweep completes (the workers reconnect; the broker had kept the unacknowledged chunks, acks_late,
 and hands them out again); every target accepted exactly once, none lost, none twice, what was accepted
@@ -67,8 +67,11 @@ def test_the_broker_gone_for_a_while_mid_sweep_loses_nothing_and_the_sweep_compl
                 sweep = Sweep(deployment)
                 sweep.workers_up("a", "b", "c", heartbeat=4)
                 running = deployment.start_sweep("shop", "outage")
-                netns.wait_until("every host midway through a chunk",
-                                 lambda: all(answered[cluster.hosts[h].address] > FREE for h in cluster.workers),
+                # the first host midway through a chunk: the others' pages are held only from then until the
+                # gate opens, seconds later (waiting for all three would hold the first one's past its
+                # fetch timeout when a chunk starts late on a loaded machine)
+                netns.wait_until("a host midway through a chunk",
+                                 lambda: any(answered[cluster.hosts[h].address] > FREE for h in cluster.workers),
                                  240)
                 before = _accepted(store)
                 marks = {h: len(deployment.log(h, "worker").read_text(errors="replace")) for h in cluster.workers}

@@ -7,9 +7,10 @@ and one namespace per worker host (``a``, ``b``, ``c``) and one for the site, ea
 veth pair, its loopback up. The worker hosts talk to each other and to the site over the bridge, so nothing
 is routed and no sysctl of the machine changes.
 
-PostgreSQL and RabbitMQ listen on 127.0.0.1 only and stay as they are: a forwarding process in the root
-namespace listens on the bridge's address (``c.gateway``) at their ports and relays to 127.0.0.1, so a worker
-host reaches "the database at 10.213.X.1:5432" as it would a database server. Each worker host has its own
+PostgreSQL and RabbitMQ listen on 127.0.0.1 only and stay as they are: a forwarding process per port in
+the root namespace listens on the bridge's address (``c.gateway``) and relays to 127.0.0.1, so a worker host
+reaches "the database at 10.213.X.1:5432" as it would a database server, and ``c.cut(5672)`` /
+``c.restore(5672)`` take the broker (or the database) away from the worker hosts and give it back. Each worker host has its own
 empty folder (``c.hosts["a"].home``), which its processes see at one path, the same on every host
 (``HOST_DIR``: their HOME, TMPDIR and DAGSTER_HOME), each in a mount namespace of its own as on separate
 machines: a path one host's Dagster instance hands another (a run's instance reference names its
@@ -117,6 +118,18 @@ class Cluster:
     site_netns: str
     site_addresses: list[str]
     processes: list[subprocess.Popen] = field(default_factory=list)
+    forwarders: dict[int, subprocess.Popen] = field(default_factory=dict)  # port → its relay
+
+    def cut(self, port: int) -> None:
+        """The worker hosts lose the server at ``port`` (5432: the database, 5672: the broker): its relay
+        ends, so their connections are reset and new ones refused, as when that server goes away; the
+        control host (127.0.0.1) keeps it. ``restore(port)`` brings it back."""
+        relay = self.forwarders.pop(port)
+        relay.kill()
+        relay.wait(10)
+
+    def restore(self, port: int) -> None:
+        self.forwarders[port] = _forward(self.gateway, port)
 
     @property
     def workers(self) -> list[str]:
@@ -200,6 +213,18 @@ def stopped(pid: int) -> bool:
 def _with_package_on_path() -> dict[str, str]:
     package_root = str(Path(__file__).resolve().parents[2])
     return {**os.environ, "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")])}
+
+
+def _forward(gateway: str, port: int) -> subprocess.Popen:
+    """A relay from ``gateway:port`` to 127.0.0.1 (one process per port, so one server can be cut)."""
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "scrape_contracts.testing.forward", f"{gateway}:{port}=127.0.0.1:{port}"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_with_package_on_path())
+    assert relay.stdout is not None
+    if relay.stdout.readline().strip() != "listening":
+        relay.kill()
+        raise RuntimeError(f"the forwarder of port {port} did not start")
+    return relay
 
 
 def _pids(netns: str) -> list[int]:
@@ -286,7 +311,6 @@ def cluster(root: Path, workers: Sequence[str] = ("a", "b", "c"), site_hosts: in
         raise NetnsUnavailable(reason)
     _counter += 1
     prefix = f"{FAMILY}{os.getpid():06x}{_counter % 10}"
-    forwarder: subprocess.Popen | None = None
     made: Cluster | None = None
     try:
         with open(_LOCK, "w") as lock:
@@ -326,13 +350,8 @@ def cluster(root: Path, workers: Sequence[str] = ("a", "b", "c"), site_hosts: in
                 hosts[worker] = Host(worker, namespace(f"w{worker}", [address]), address, home)
             site = [str(addresses[SITE_OFFSET - 1 + i]) for i in range(site_hosts)]
             made = Cluster(prefix, gateway, hosts, namespace("s", site), site)
-        forwarder = subprocess.Popen(
-            [sys.executable, "-m", "scrape_contracts.testing.forward",
-             *[f"{gateway}:{port}=127.0.0.1:{port}" for port in FORWARDED_PORTS]],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_with_package_on_path())
-        assert forwarder.stdout is not None
-        if forwarder.stdout.readline().strip() != "listening":
-            raise RuntimeError("the database/broker forwarder did not start")
+        for port in FORWARDED_PORTS:
+            made.restore(port)
         yield made
     finally:
         if made is not None:
@@ -341,7 +360,7 @@ def cluster(root: Path, workers: Sequence[str] = ("a", "b", "c"), site_hosts: in
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(process.pid, signal.SIGKILL)
                     process.wait(10)
-        if forwarder is not None:
-            forwarder.kill()
-            forwarder.wait(10)
+            for relay in made.forwarders.values():
+                relay.kill()
+                relay.wait(10)
         _remove([prefix], *_ours())

@@ -13,7 +13,8 @@ from dagster.components.testing import create_defs_folder_sandbox
 
 from scrape_contracts import ScrapeContracts
 from scrape_contracts.defs import build_definitions
-from scrape_contracts.defs.chunks import deal
+from scrape_contracts.defs.batch import ChunkTally
+from scrape_contracts.defs.chunks import counting_earlier, deal
 from scrape_contracts.defs.executors import ExecutorUnavailable, scale_from
 from scrape_contracts.defs.history import batch_summaries
 from scrape_contracts.service.batch import BatchTarget
@@ -68,6 +69,16 @@ def test_chunk_steps_give_the_events_and_records_of_one_step(sqlite_harness: Har
     for key in KEYS:
         mine, theirs = harness.store.latest_accepted("many", key), harness.store.latest_accepted("one", key)
         assert (mine and (mine.version, mine.record)) == (theirs and (theirs.version, theirs.record))
+
+    # what a chunk handed out again finds its earlier attempt recorded, and counts instead of scraping again:
+    # the same tally as the run's own outcomes
+    recorded = harness.store.recorded_by_run("many", many.run_id, KEYS)
+    assert harness.store.recorded_by_run("many", one.run_id, KEYS) == {}
+    assert set(recorded) <= set(KEYS) and len(recorded) == len(harness.store.candidates_of_run(many.run_id))
+    tally = counting_earlier(ChunkTally(), recorded.values())
+    assert tally.targets == len(recorded)
+    assert {k: v for k, v in tally.counts.items()} == \
+        {k: v for k, v in summary_many["outcomes"].items() if k in {c.outcome.value for c in recorded.values()}}
 
 
 def test_chunks_share_out_every_host() -> None:

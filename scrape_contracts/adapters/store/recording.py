@@ -59,6 +59,18 @@ class CandidatesMixin(Connected):
             rows = conn.execute(sa.select(candidates).where(candidates.c.id.in_(newest))).all()
         return {row.partition: candidate_of(row) for row in rows}
 
+    def recorded_by_run(self, contract: str, run_id: str, partitions: list[str]) -> dict[str, Candidate]:
+        """partition → the newest candidate ``run_id`` recorded for it, for those of ``partitions`` it recorded
+        (through the (contract, partition) index: a few rows per partition, whatever the run's size)."""
+        found: dict[str, Candidate] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(partitions), 500):  # bounded IN lists
+                rows = conn.execute(sa.select(candidates).where(
+                    candidates.c.contract == contract, candidates.c.partition.in_(partitions[start:start + 500]),
+                    candidates.c.run_id == run_id).order_by(candidates.c.id)).all()
+                found.update((row.partition, candidate_of(row)) for row in rows)
+        return found
+
     def candidates_of_run(self, run_id: str) -> list[Candidate]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(candidates).where(candidates.c.run_id == run_id)

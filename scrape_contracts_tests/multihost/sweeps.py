@@ -69,6 +69,16 @@ class Sweep:
         return run_ids
 
 
+def accepted_ids(engine: sa.Engine) -> dict[str, list[int]]:
+    """partition → the ids of its accepted versions, oldest first."""
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("select partition, id from sc_accepted order by id")).all()
+    found: dict[str, list[int]] = collections.defaultdict(list)
+    for partition, row_id in rows:
+        found[partition].append(row_id)
+    return dict(found)
+
+
 def chunk_workers(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, str]:
     """Chunk step → the Celery worker (``host-<name>``) that ran it last (dagster-celery's engine events)."""
     found: dict[str, str] = {}

@@ -20,21 +20,12 @@ import sqlalchemy as sa
 
 from scrape_contracts.testing import multihost, netns
 from scrape_contracts.testing.hosts_site import HostPlan, HostsSite
-from scrape_contracts_tests.multihost.sweeps import CONCURRENCY, Sweep, chunk_attempts, observations
+from scrape_contracts_tests.multihost.sweeps import CONCURRENCY, Sweep, accepted_ids, chunk_attempts, observations
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 TARGETS = 180
 FREE = 6  # pages each host is answered before its others are held
-
-
-def _accepted(engine: sa.Engine) -> dict[str, list[int]]:
-    with engine.connect() as conn:
-        rows = conn.execute(sa.text("select partition, id from sc_accepted order by id")).all()
-    found: dict[str, list[int]] = collections.defaultdict(list)
-    for partition, row_id in rows:
-        found[partition].append(row_id)
-    return dict(found)
 
 
 def test_a_killed_host_and_a_frozen_one_lose_nothing_and_the_stale_commits_are_refused(
@@ -64,13 +55,13 @@ def test_a_killed_host_and_a_frozen_one_lose_nothing_and_the_stale_commits_are_r
 
                 def committed_by(host: str) -> set[str]:
                     fetched = {f"p{s.path[3:]}" for s in site.requests() if workers.get(s.client) == host}
-                    return fetched & set(_accepted(store))
+                    return fetched & set(accepted_ids(store))
 
                 # A and C midway: some of their targets committed, their next pages held
                 for host in ("a", "c"):
                     netns.wait_until(f"host {host} has committed targets", lambda h=host: committed_by(h),
                                      240)
-                before = _accepted(store)
+                before = accepted_ids(store)
                 sweep.phase(f"A committed {len(committed_by('a'))}, C {len(committed_by('c'))}: "
                             "A killed, C frozen")
                 cluster.signal("a", signal.SIGKILL)
@@ -91,7 +82,7 @@ def test_a_killed_host_and_a_frozen_one_lose_nothing_and_the_stale_commits_are_r
                              if len(hosts) > 1 and hosts[0] in ("host-a", "host-c")}
                 assert sorted(hosts[0] for hosts in handed_on.values()) == ["host-a", "host-c"], attempts
                 assert all(hosts[-1] == "host-b" for hosts in handed_on.values()), attempts
-                after = _accepted(store)
+                after = accepted_ids(store)
                 # every target accepted once; what was accepted before the faults is still there
                 assert {key: len(ids) for key, ids in after.items()} == {key: 1 for key in targets}
                 assert all(after[key] == ids for key, ids in before.items())
@@ -102,7 +93,7 @@ def test_a_killed_host_and_a_frozen_one_lose_nothing_and_the_stale_commits_are_r
                 refused = netns.wait_until("host C's late commits refused", lambda: [
                     o for o in observations(sweep.instance, run_ids, "lease_lost") if o[0] == c_step], 120)
                 sweep.phase(f"C's {len(refused)} late commit(s) refused")
-                assert _accepted(store) == after
+                assert accepted_ids(store) == after
             store.dispose()
         finally:
             for gate in gates.values():

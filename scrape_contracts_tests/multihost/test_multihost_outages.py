@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from scrape_contracts.testing import multihost, netns
 from scrape_contracts.testing.hosts_site import HostPlan, HostsSite
-from scrape_contracts_tests.multihost.sweeps import CONCURRENCY, Sweep, chunk_attempts
+from scrape_contracts_tests.multihost.sweeps import CONCURRENCY, Sweep, accepted_ids, chunk_attempts
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -33,15 +33,6 @@ FREE = 4  # pages each host is answered before its others are held
 BROKER = 5672
 # what a Celery worker logs once it has lost the broker and cannot reach it again (kombu's words)
 _LOST = ("Connection to broker lost", "Cannot connect to amqp")
-
-
-def _accepted(engine: sa.Engine) -> dict[str, list[int]]:
-    with engine.connect() as conn:
-        rows = conn.execute(sa.text("select partition, id from sc_accepted order by id")).all()
-    found: dict[str, list[int]] = collections.defaultdict(list)
-    for partition, row_id in rows:
-        found[partition].append(row_id)
-    return dict(found)
 
 
 def test_the_broker_gone_for_a_while_mid_sweep_loses_nothing_and_the_sweep_completes(
@@ -74,7 +65,7 @@ def test_the_broker_gone_for_a_while_mid_sweep_loses_nothing_and_the_sweep_compl
                 netns.wait_until("a host midway through a chunk",
                                  lambda: any(answered[cluster.hosts[h].address] > FREE for h in cluster.workers),
                                  240)
-                before = _accepted(store)
+                before = accepted_ids(store)
                 marks = {h: len(deployment.log(h, "worker").read_text(errors="replace")) for h in cluster.workers}
                 cluster.cut(BROKER)
                 sweep.phase(f"broker cut, {len(before)} accepted")
@@ -95,7 +86,7 @@ def test_the_broker_gone_for_a_while_mid_sweep_loses_nothing_and_the_sweep_compl
                 batch_runs = dg.RunsFilter(job_name="scrape_shop_batch_job")
                 run_ids = [r.run_id for r in sweep.instance.get_runs(filters=batch_runs)]
                 sweep.phase(f"chunk attempts: {chunk_attempts(sweep.instance, run_ids)}")
-                after = _accepted(store)
+                after = accepted_ids(store)
                 assert {key: len(ids) for key, ids in after.items()} == {key: 1 for key in targets}
                 assert all(after[key] == ids for key, ids in before.items())
                 # each target's outcome recorded once: a chunk the broker handed out again scrapes only

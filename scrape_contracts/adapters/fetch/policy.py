@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from datetime import timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 import httpx
@@ -33,7 +33,10 @@ from scrape_contracts.adapters.fetch.page import FetchError, Page
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
 from scrape_contracts.adapters.netguard import OPT_IN_HINT, AddressBlocked, ResolutionFailed
-from scrape_contracts.adapters.fetch.steps import Answer, CheckAddress, CheckRobots, Sleep, Turn
+from scrape_contracts.adapters.fetch.steps import Answer, CheckAddress, CheckRobots, Plan, Sleep, Turn
+
+if TYPE_CHECKING:
+    from scrape_contracts.adapters.fetch.steps import Step
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -153,50 +156,6 @@ class Exchange:
         if self._reader is not None:
             self._answer.body = self._reader.finish()
         return self._answer
-
-
-Step = Sleep | Turn | CheckRobots | CheckAddress | Exchange
-
-
-class Plan:
-    """The steps of one fetch. Perform each step inside ``with plan.capture():`` and set ``plan.result``;
-    an exception raised there goes back into the plan instead. ``plan.page`` is the outcome."""
-
-    def __init__(self, steps: Generator[Step, Any, Page]) -> None:
-        self._steps = steps
-        self._error: Exception | None = None
-        self._page: Page | None = None
-        self.result: Any = None
-
-    def __iter__(self) -> Plan:
-        return self
-
-    def __next__(self) -> Step:
-        result, error = self.result, self._error
-        self.result = self._error = None
-        try:
-            return self._steps.send(result) if error is None else self._steps.throw(error)
-        except StopIteration as done:
-            self._page = done.value
-            raise StopIteration from None
-
-    @property
-    def page(self) -> Page:
-        assert self._page is not None, "the plan has not finished"
-        return self._page
-
-    def capture(self) -> Plan:
-        return self
-
-    def __enter__(self) -> Plan:
-        return self
-
-    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> bool:
-        # only Exception: cancellation and KeyboardInterrupt go straight up to the caller
-        if isinstance(error, Exception):
-            self._error = error
-            return True
-        return False
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,9 @@ def _ran_in_process(instance: dg.DagsterInstance, run: dg.DagsterRun, partition:
 
 
 @pytest.mark.slow
+# two waits of up to 280 s on the daemon's runs (a safety bound for a loaded machine) and the daemon's start
+# and stop: more than the suite's default 300 s
+@pytest.mark.timeout(720)
 def test_asset_graph_job_runs_in_process_on_the_stock_queue(demo_home: Path) -> None:
     assert build_definitions().resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
     instance = dg.DagsterInstance.get()

@@ -36,6 +36,11 @@ BIN = Path(sys.executable).parent
 BROKER = "pyamqp://guest:guest@127.0.0.1:5672//"
 KEYS = [f"p{i:02d}" for i in range(24)]
 FIRST = 6  # pages answered at once; the rest wait for the test (``gate``)
+LEASE_S = 30  # a target's lease (SCRAPE_CONTRACTS_LEASE_SECONDS): a frozen worker's are free this long after
+# How long a run may take to finish once a worker is gone: the broker's re-delivery, a new step process, the
+# frozen worker's leases running out and the rest of the chunk. A bound against a hang, far above what it
+# takes (under a minute alone); under a loaded suite the step's start-up alone has taken tens of seconds.
+RUN_END_S = 200
 
 pytestmark = pytest.mark.xdist_group("celery")
 
@@ -91,7 +96,7 @@ class Crew:
         self.worker_yaml.write_text(yaml.safe_dump(shipped))
         self.env = {**os.environ, "DAGSTER_HOME": str(self.home), "SCRAPE_CONTRACTS_DB_URL": db_url,
                     "SCRAPE_CONTRACTS_PAGES": "store", "SCRAPE_CONTRACTS_PARSE_WORKERS": "1",
-                    "SCRAPE_CONTRACTS_LEASE_SECONDS": "30",
+                    "SCRAPE_CONTRACTS_LEASE_SECONDS": str(LEASE_S),
                     "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
                     "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         self.workers: list[subprocess.Popen[bytes]] = []
@@ -235,6 +240,7 @@ def crew_factory(tmp_path: Path, pg_database: str, site: FixtureSite) -> Iterato
         crew.stop()
 
 
+@pytest.mark.timeout(RUN_END_S + 200)
 def test_a_chunk_whose_worker_is_killed_is_finished_by_another_and_nothing_is_accepted_twice(
         crew_factory: Callable[[int], Crew], gate: threading.Event, pg_database: str) -> None:
     ProjectStore(pg_database)  # its tables, before anyone counts rows in them
@@ -248,13 +254,14 @@ def test_a_chunk_whose_worker_is_killed_is_finished_by_another_and_nothing_is_ac
     victim.wait(timeout=30)
     gate.set()
     assert crew.run is not None
-    assert crew.run.wait(timeout=60) == 0, (crew.tmp / "run.log").read_text()[-3000:]
+    assert crew.run.wait(timeout=RUN_END_S) == 0, (crew.tmp / "run.log").read_text()[-3000:]
     # the broker gave the chunk to the other worker, which finished it
     assert crew.chunk_workers() == [first, "b" if first == "a" else "a"]
     versions = _versions(pg_database)
     assert versions == {key: 1 for key in KEYS}  # every target accepted, and once
 
 
+@pytest.mark.timeout(RUN_END_S + 200)
 def test_a_frozen_worker_past_its_leases_is_refused_when_it_wakes_and_the_run_ends_green(
         crew_factory: Callable[[int], Crew], gate: threading.Event, pg_database: str) -> None:
     ProjectStore(pg_database)
@@ -269,7 +276,7 @@ def test_a_frozen_worker_past_its_leases_is_refused_when_it_wakes_and_the_run_en
     try:
         gate.set()
         assert crew.run is not None
-        assert crew.run.wait(timeout=60) == 0, (crew.tmp / "run.log").read_text()[-3000:]
+        assert crew.run.wait(timeout=RUN_END_S) == 0, (crew.tmp / "run.log").read_text()[-3000:]
         assert crew.chunk_workers() == [first, "b" if first == "a" else "a"]
         assert _versions(pg_database) == {key: 1 for key in KEYS}
     finally:

@@ -143,6 +143,12 @@ def test_throttle_off_keeps_the_window_whatever_the_answers() -> None:
         pace.start(0.0)
         pace.finish(0.1, 0.0, 503)
     assert pace.slots == 4 and pace.delay(0.1) == 0
+    # but the host is known to be failing: its fetches waiting out a retry keep their room (Crawl starts no
+    # more of its targets, so the breaker sees them fail before all of them are under way)
+    assert pace.failing == 4
+    pace.start(0.2)
+    pace.finish(0.3, 0.2, 200)
+    assert pace.failing == 0
 
 
 def test_the_contract_s_fetch_settings_become_host_limits() -> None:

@@ -296,8 +296,9 @@ def test_a_host_that_is_down_is_not_asked_for_every_target(sqlite_harness: Harne
         urls[f"up{i}"] = site.url(f"/p/{i}")
     path = sqlite_harness.write_product_contract("shop", urls)
     # robots ignored: a host that is down has no robots.txt to read either, and none of its pages would be
-    # asked (test_politeness.py); here it is the breaker's turn
-    path.write_text(path.read_text().replace("retries: 0", "retries: 2\n  robots: ignore"))
+    # asked (test_politeness.py); here it is the breaker's turn. The adaptive throttle off: it spaces a
+    # failing host's tries up to 4 s apart (test_pace.py), which would make this a minute of waiting
+    path.write_text(path.read_text().replace("retries: 0", "retries: 2\n  robots: ignore\n  throttle: false"))
     try:
         result = run_batch(sqlite_harness, "shop")
     finally:

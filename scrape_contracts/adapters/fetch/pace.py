@@ -103,10 +103,15 @@ class HostPace:
         """An attempt that started at ``started`` ended: ``status`` None when no answer came; ``about_host``
         False: it failed at a proxy before reaching the host, which says nothing of the host."""
         self.in_flight -= 1
-        if not self.limits.throttle or not about_host:
+        if not about_host:
             return
         if status is None or status in _BACK_OFF_STATUSES:
+            # counted with the throttle off too: a failing host's fetches waiting out a retry keep their room
+            # (``AsyncPacer.sleeping``), else a batch starts every target of a host that is down before the
+            # breaker has seen enough of them fail to open
             self.failing += 1
+            if not self.limits.throttle:
+                return
             if status == 429 and retry_after_s:
                 self.hold_until = max(self.hold_until, now + min(retry_after_s, MAX_HOLD_S))
             if self.failing >= 2:
@@ -121,6 +126,8 @@ class HostPace:
             self._cut(now, halve=status == 429 or self.failing >= 2)
             return
         self.failing = 0
+        if not self.limits.throttle:
+            return
         took = max(0.0, now - started)
         self.fastest = took if self.fastest is None else min(self.fastest, took)
         self.latency = took if self.latency is None else 0.7 * self.latency + 0.3 * took

@@ -72,8 +72,11 @@ def test_each_host_has_its_own_folder_at_the_same_path(cluster: netns.Cluster) -
 
 def test_a_host_is_stopped_and_killed_by_its_processes(cluster: netns.Cluster) -> None:
     sleeper = cluster.start("b", ["sleep", "600"], cluster.environment("b"))
-    # once its shell has bound the host's folder (a `mount` child for a moment) and exec'd the command
-    netns.wait_until("the sleeper alone on b", lambda: cluster.pids("b") == [sleeper.pid], timeout=10)
+    # once its shell has bound the host's folder (a `mount` child for a moment) and exec'd the command:
+    # "alone on b" alone is true also before the shell forks `mount`, which then shows up in the signal
+    netns.wait_until("the sleeper exec'd and alone on b",
+                     lambda: _command(sleeper.pid) == "sleep" and cluster.pids("b") == [sleeper.pid],
+                     timeout=10)
     assert cluster.pids("a") == []
     assert cluster.signal("b", signal.SIGSTOP) == [sleeper.pid]
     netns.wait_until("the sleeper stopped", lambda: netns.stopped(sleeper.pid), timeout=10)
@@ -110,3 +113,10 @@ def test_what_a_killed_run_left_is_removed_by_the_next(tmp_path: Path) -> None:
     with netns.cluster(tmp_path / "next") as made:
         assert netns.leftovers(prefix) == []
         assert made.prefix != prefix
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except FileNotFoundError:
+        return ""

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrape_contracts.adapters.pages import PageStore
-from scrape_contracts.adapters.store.host_budgets import shared_budgets_for
+from scrape_contracts.adapters.store.host_budgets import budgets_url_for
 from scrape_contracts.adapters.store import (
     LeaseLost, LostLease, ProjectStore, StoreUnavailable, unavailable,
 )
@@ -178,7 +178,7 @@ class BatchRunner:
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
                              self._selectors, self._connections(targets), count, self.force, pages, self.jobs,
-                             self._budgets_url(), environ)
+                             budgets_url_for(self.store.engine), environ)
         start(fetch_main, (fetch_job, fetched, results, owner))
         if owner is not None:
             owner.close()  # the workers have their copies; this process keeps only the write end
@@ -192,11 +192,6 @@ class BatchRunner:
             if owner_end is not None:
                 owner_end.close()
             self.stats.finished = time.monotonic()
-
-    def _budgets_url(self) -> str | None:
-        """The store's URL when it keeps the hosts' budgets for every process (PostgreSQL), else None."""
-        url = self.store.engine.url
-        return url.render_as_string(hide_password=False) if shared_budgets_for(str(url)) else None
 
     def _connections(self, targets: Sequence[BatchTarget]) -> int:
         if self.settings.max_connections is not None:

@@ -168,7 +168,8 @@ def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, 
     robots = (HttpFetcher if sync else AsyncHttpFetcher)(
         timeout_s=settings.timeout_s, deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
         max_redirects=settings.max_redirects, retries=settings.retries, user_agent=settings.agent,
-        allow_private_addresses=settings.allow_private_addresses, robots_agent=settings.agent)
+        allow_private_addresses=settings.allow_private_addresses, robots_agent=settings.agent,
+        proxies=proxies, sticky_proxy=settings.sticky, proxy_recheck_s=settings.proxy_recheck_s)  # none around them
     return RobotsChecked(browser, robots) if sync else AsyncRobotsChecked(browser, robots)
 
 

@@ -141,6 +141,10 @@ class FetchSettings(Strict):
     proxy_recheck_s: float = Field(
         30.0, gt=0, le=3600,
         description="How long a quarantined proxy rests before one request re-checks it (doubling while it fails).")
+    ca_file: str | None = Field(
+        None, description="http adapter: a PEM file of CA certificates trusted besides the default ones, for the "
+                          "sites' and https:// proxies' certificates (relative to the contract; an internal CA). "
+                          "Certificates are always checked.")
     sessions: bool = Field(
         True, description="Keep the cookies each site host sets for the run (one jar per site host) and send them "
                           "back; never stored. false: no cookie is kept.")
@@ -154,6 +158,11 @@ class FetchSettings(Strict):
     @classmethod
     def _fixture_dir_is_confined(cls, value: str | None, info: ValidationInfo) -> str | None:
         return confined("fetch.fixture_dir", value, info) if info.data.get("adapter") == "fixture" else value
+
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_file_is_confined(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return confined("fetch.ca_file", value, info)
 
     @model_validator(mode="after")
     def _fixture_dir_for_fixture(self) -> FetchSettings:
@@ -173,9 +182,9 @@ class FetchSettings(Strict):
         if self.provider is not None and self.adapter != "provider":
             raise ValueError(f"fetch.provider is only read by the provider adapter; set `adapter: provider` "
                              f"(now {self.adapter!r}) or remove fetch.provider")
-        if (self.proxies or self.cookies or self.host_cookies) and self.adapter != "http":
-            raise ValueError(f"fetch.proxies, fetch.cookies and fetch.host_cookies are only used by the http "
-                             f"adapter (now {self.adapter!r}); remove them or set `adapter: http`")
+        if (self.proxies or self.cookies or self.host_cookies or self.ca_file) and self.adapter != "http":
+            raise ValueError(f"fetch.proxies, fetch.cookies, fetch.host_cookies and fetch.ca_file are only used by "
+                             f"the http adapter (now {self.adapter!r}); remove them or set `adapter: http`")
         names = [p.label for p in self.proxies]
         if len(set(names)) != len(names):
             raise ValueError(f"fetch.proxies names each proxy once (twice: "

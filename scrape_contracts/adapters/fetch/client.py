@@ -14,6 +14,7 @@ import httpx
 
 from scrape_contracts.adapters.fetch.body import ACCEPT_ENCODING
 from scrape_contracts.adapters.fetch.cookies import NoCookies, Sessions
+from scrape_contracts.adapters.fetch.deadline import handshake_failure
 from scrape_contracts.adapters.fetch.policy import Exchange, FetchPolicy, retry_after_seconds
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.netguard import AddressGuard, Resolver
@@ -23,6 +24,9 @@ from scrape_contracts.adapters.robots import host_key
 class ProxyRefused(httpx.ProxyError):
     """The proxy itself said no (407): its fault, named, already worded for the contract's author."""
 
+
+_ASKED_FOR_CREDENTIALS = ("proxy {name} answered 407 Proxy Authentication Required to {to} (check the "
+                          "environment variables its username_env and password_env name)")
 
 # answers a forward proxy gives when it, not the site, could not do its part
 _GATEWAY_STATUSES = frozenset({502, 504})
@@ -41,6 +45,16 @@ class _Carried:
 def default_ssl_context() -> ssl.SSLContext:
     """httpx's default verification, built once: loading the CA bundle costs ~20 ms per fetcher otherwise."""
     return httpx.create_ssl_context()
+
+
+def trusting(ca_file: str | None) -> ssl.SSLContext:
+    """The default verification, also trusting the CA certificates in the PEM file ``ca_file`` (None: the
+    default alone). Raises OSError or ssl.SSLError when the file cannot be read as certificates."""
+    if ca_file is None:
+        return default_ssl_context()
+    context = httpx.create_ssl_context()
+    context.load_verify_locations(cafile=ca_file)
+    return context
 
 
 class HttpFetcherBase:
@@ -82,6 +96,7 @@ class HttpFetcherBase:
         sticky_proxy: bool = False,
         proxy_recheck_s: float = 30.0,
         sessions: Sessions | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -109,6 +124,8 @@ class HttpFetcherBase:
         self.proxies = ProxyPool(proxies, sticky=sticky_proxy, recheck_s=proxy_recheck_s, clock=clock) \
             if proxies else None
         self.sessions = sessions or Sessions()
+        # which certificates the sites (and https:// proxies) may show; verification is never off
+        self.ssl_context = ssl_context or default_ssl_context()
         self._robots: dict[str, Any] = {}  # host → its rules (a future of them, in the async fetcher)
         self._clock = clock
         self._sleep = sleep or self._default_sleep
@@ -150,12 +167,16 @@ class HttpFetcherBase:
         """What ``exc`` says of the proxy, and the error the policy is given: the proxy's own failures become
         ``httpx.ProxyError`` naming it (the policy retries them at once, through another proxy)."""
         name = choice.name
+        handshake = handshake_failure(exc)
+        if handshake is not None and (handshake.over_tls or not self.proxies.endpoint(name).url.startswith("https://")):
+            # the handshake with the site, inside the tunnel the proxy opened: the proxy did its part
+            return Fault.NONE, exc
         if isinstance(exc, ProxyRefused):
             return Fault.HARD, exc
         if isinstance(exc, httpx.ProxyError):  # its answer to CONNECT
-            hard = str(exc).startswith("407")
-            return (Fault.HARD if hard else Fault.SOFT), httpx.ProxyError(
-                f"proxy {name} refused the tunnel: {exc}")
+            if str(exc).startswith("407"):
+                return Fault.HARD, ProxyRefused(_ASKED_FOR_CREDENTIALS.format(name=name, to="a CONNECT"))
+            return Fault.SOFT, httpx.ProxyError(f"proxy {name} refused the tunnel: {exc}")
         if isinstance(exc, httpx.ConnectError):  # the only connection made is to the proxy
             return Fault.HARD, httpx.ProxyError(f"proxy {name} could not be reached: {exc}")
         if isinstance(exc, httpx.TransportError):
@@ -164,8 +185,7 @@ class HttpFetcherBase:
 
     def _proxy_answer(self, choice: ProxyChoice, status: int) -> Fault:
         if status == 407:
-            raise ProxyRefused(f"proxy {choice.name} answered 407 Proxy Authentication Required (check the "
-                                   "environment variables its username_env and password_env name)")
+            raise ProxyRefused(_ASKED_FOR_CREDENTIALS.format(name=choice.name, to="the request"))
         return Fault.SOFT if status in _GATEWAY_STATUSES else Fault.NONE
 
     @contextlib.contextmanager

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import ssl
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scrape_contracts.adapters.fetch.client import trusting
 from scrape_contracts.adapters.fetch.cookies import Sessions
 from scrape_contracts.adapters.fetch.fixture import FixtureFetcher
 from scrape_contracts.adapters.fetch.http import HttpFetcher
@@ -87,6 +89,9 @@ def _adapter_for(
     proxies = proxy_endpoints(settings, environ)
     if isinstance(proxies, str):
         return MisconfiguredFetcher(proxies)
+    trust = ssl_context_for(settings, base_dir)
+    if isinstance(trust, str):
+        return MisconfiguredFetcher(trust)
     return http(
         timeout_s=settings.timeout_s,
         deadline_s=settings.deadline_s,
@@ -102,8 +107,25 @@ def _adapter_for(
         sticky_proxy=settings.sticky,
         proxy_recheck_s=settings.proxy_recheck_s,
         sessions=Sessions(keep=settings.sessions, cookies=settings.cookies, host_cookies=settings.host_cookies),
+        ssl_context=trust,
         **options,
     )
+
+
+def ssl_context_for(settings: FetchSettings, base_dir: Path) -> ssl.SSLContext | str:
+    """The certificates the contract's sites may show: the default CAs, and those of ``fetch.ca_file``; or
+    why that file cannot be used (checked again here, as fixture_dir is: a symlink may have been swapped in)."""
+    if settings.ca_file is None:
+        return trusting(None)
+    problem = confined_problem("fetch.ca_file", settings.ca_file, Path(base_dir))
+    if problem:
+        return problem
+    try:
+        return trusting(str(Path(base_dir) / settings.ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return (f"fetch.ca_file {settings.ca_file!r} is not a readable PEM file of CA certificates ({reason}); "
+                "point it at the PEM file of the CA that signed the sites' certificates")
 
 
 def proxy_endpoints(settings: FetchSettings, environ: Mapping[str, str] | None) -> list[ProxyEndpoint] | str:

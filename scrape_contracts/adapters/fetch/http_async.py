@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from scrape_contracts.adapters.fetch.client import HttpFetcherBase, default_ssl_context
+from scrape_contracts.adapters.fetch.client import HttpFetcherBase
 from scrape_contracts.adapters.fetch.connect import pinned_to
 from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, Page
@@ -61,12 +61,12 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
         return _looked_up
 
     def _open_client(self, max_connections: int, **options: Any) -> httpx.AsyncClient:
-        pool = AsyncPool(max_connections=max_connections, ssl_context=default_ssl_context())
+        pool = AsyncPool(max_connections=max_connections, ssl_context=self.ssl_context)
         return httpx.AsyncClient(transport=pool, **options)
 
     def _open_proxy_client(self, proxy: ProxyEndpoint, max_connections: int, **options: Any) -> httpx.AsyncClient:
         transport = AsyncProxyTransport(proxy.url, username=proxy.username, password=proxy.password,
-                                        max_connections=max_connections, ssl_context=default_ssl_context())
+                                        max_connections=max_connections, ssl_context=self.ssl_context)
         return httpx.AsyncClient(transport=transport, **options)
 
     async def aclose(self) -> None:

@@ -116,8 +116,13 @@ class _AsyncBody(httpx.AsyncByteStream):
             await self._stream.aclose()
 
 
-def _proxy_options(url: str, username: str | None, password: str | None) -> dict[str, Any]:
-    return {"proxy_url": url, "proxy_auth": (username, password or "") if username is not None else None}
+def _proxy_options(url: str, username: str | None, password: str | None,
+                   ssl_context: ssl.SSLContext) -> dict[str, Any]:
+    options = {"proxy_url": url, "proxy_auth": (username, password or "") if username is not None else None,
+               "ssl_context": ssl_context}
+    if url.startswith("https://"):
+        options["proxy_ssl_context"] = ssl_context  # one trust for the sites and the proxy: a ca_file CA may sign either
+    return options
 
 
 class ProxyTransport(SyncTransport):
@@ -127,7 +132,7 @@ class ProxyTransport(SyncTransport):
     def __init__(self, url: str, *, username: str | None, password: str | None, max_connections: int,
                  ssl_context: ssl.SSLContext, keepalive_expiry: float = 5.0) -> None:
         self._pool = httpcore.HTTPProxy(
-            **_proxy_options(url, username, password), ssl_context=ssl_context, max_connections=max_connections,
+            **_proxy_options(url, username, password, ssl_context), max_connections=max_connections,
             max_keepalive_connections=max_connections, keepalive_expiry=keepalive_expiry,
             network_backend=DeadlineBackend())
 
@@ -139,7 +144,7 @@ class AsyncProxyTransport(httpx.AsyncBaseTransport):
     def __init__(self, url: str, *, username: str | None, password: str | None, max_connections: int,
                  ssl_context: ssl.SSLContext, keepalive_expiry: float = 5.0) -> None:
         self._pool = httpcore.AsyncHTTPProxy(
-            **_proxy_options(url, username, password), ssl_context=ssl_context, max_connections=max_connections,
+            **_proxy_options(url, username, password, ssl_context), max_connections=max_connections,
             max_keepalive_connections=max_connections, keepalive_expiry=keepalive_expiry,
             network_backend=AsyncDeadlineBackend())
 

@@ -147,7 +147,7 @@ class _ProxyHandler(_Quiet):
         self.wfile.flush()
         self.close_connection = True
         with upstream:
-            _relay(self.connection, upstream)
+            relay(self.connection, upstream)
 
     def do_GET(self) -> None:  # noqa: N802 (the base's name)
         proxy, authorized, failing = self._verdict()
@@ -181,8 +181,9 @@ class _ProxyHandler(_Quiet):
             connection.close()
 
 
-def _relay(client: socket.socket, upstream: socket.socket) -> None:
-    """Bytes both ways until either side closes (the client sends nothing before the 200: no buffered data)."""
+def relay(client: socket.socket, upstream: socket.socket) -> None:
+    """Bytes both ways until either side closes (the client sends nothing before the tunnel is open: no
+    buffered data)."""
     with selectors.DefaultSelector() as selector:
         selector.register(client, selectors.EVENT_READ, upstream)
         selector.register(upstream, selectors.EVENT_READ, client)

@@ -28,6 +28,11 @@ class ProxyRefused(httpx.ProxyError):
 _ASKED_FOR_CREDENTIALS = ("proxy {name} answered 407 Proxy Authentication Required to {to} (check the "
                           "environment variables its username_env and password_env name)")
 
+# how httpcore words a SOCKS5 proxy's refusal of the credentials (or of the way they were offered)
+_SOCKS_AUTH_REFUSED = ("Invalid username/password", "Requested ")
+_SOCKS_CREDENTIALS = ("SOCKS5 proxy {name} refused the credentials ({said}; check the environment variables its "
+                      "username_env and password_env name, or set them if it asks for credentials)")
+
 # answers a forward proxy gives when it, not the site, could not do its part
 _GATEWAY_STATUSES = frozenset({502, 504})
 
@@ -173,9 +178,11 @@ class HttpFetcherBase:
             return Fault.NONE, exc
         if isinstance(exc, ProxyRefused):
             return Fault.HARD, exc
-        if isinstance(exc, httpx.ProxyError):  # its answer to CONNECT
+        if isinstance(exc, httpx.ProxyError):  # its answer to CONNECT (HTTP or SOCKS5)
             if str(exc).startswith("407"):
                 return Fault.HARD, ProxyRefused(_ASKED_FOR_CREDENTIALS.format(name=name, to="a CONNECT"))
+            if str(exc).startswith(_SOCKS_AUTH_REFUSED):
+                return Fault.HARD, ProxyRefused(_SOCKS_CREDENTIALS.format(name=name, said=exc))
             return Fault.SOFT, httpx.ProxyError(f"proxy {name} refused the tunnel: {exc}")
         if isinstance(exc, httpx.ConnectError):  # the only connection made is to the proxy
             return Fault.HARD, httpx.ProxyError(f"proxy {name} could not be reached: {exc}")

@@ -96,16 +96,21 @@ class ForwardProxy(_Serving):
     def __init__(self, name: str, *, failing: bool = False, fail_first: int = 0, delay_s: float = 0.0,
                  credentials: tuple[str, str] | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.name, self.failing, self.fail_first, self.delay_s = name, failing, fail_first, delay_s
-        self._expected = None if credentials is None else \
-            "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
         self.log: list[Carried] = []
         self._lock = threading.Lock()
+        self.ask_for(credentials)
         self.scheme = "http" if tls is None else "https"  # https: TLS to the proxy itself
         self._start(_ProxyHandler, tls)
 
     @property
     def url(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def ask_for(self, credentials: tuple[str, str] | None) -> None:
+        """From now on, answer 407 unless these come (None: ask for none)."""
+        with self._lock:
+            self._expected = None if credentials is None else \
+                "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
 
     def carried(self, status: int | None = None) -> list[Carried]:
         with self._lock:

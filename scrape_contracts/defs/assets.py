@@ -8,6 +8,7 @@ from typing import Any
 
 import dagster as dg
 
+from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
 from scrape_contracts.adapters.store import Candidate, LeaseLost, StoreError
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.model import Contract
@@ -108,6 +109,8 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
         # a forced run (run tag scrape_contracts/force=true, `scrape-contracts run --force`): no validators
         force = context.run.tags.get("scrape_contracts/force") == "true"
         project_store = store.get()
+        # the proxies' health lasts between runs in the project store (adapters/fetch/proxy_book.py)
+        proxies = ProxyBook(project_store.url, name, context.run.run_id) if contract.fetch.proxies else None
         # a provider contract's jobs are kept in the project store (adapters/fetch/provider)
         jobs = provider.job_book(loaded, project_store, context.run,
                                  {partition: scrape.target_url(loaded, project_store, partition)})
@@ -116,7 +119,7 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
                 scraped = single.scrape_target(
                     loaded, partition, store=project_store, artifacts=artifacts.get(),
                     fetcher=lambda: fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir,
-                                                jobs=jobs),
+                                                jobs=jobs, proxy_book=proxies),
                     run_id=context.run.run_id, emit=emit, force=force, ended=run_ended(context.instance))
             except single.FetchFailed as failed:
                 exc = failed.error

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrape_contracts.adapters.pages import PageStore
+from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
 from scrape_contracts.adapters.store.host_budgets import shared_budgets_for
 from scrape_contracts.adapters.store import (
     LeaseLost, LostLease, ProjectStore, StoreUnavailable, unavailable,
@@ -178,7 +179,7 @@ class BatchRunner:
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
                              self._selectors, self._connections(targets), count, self.force, pages, self.jobs,
-                             self._budgets_url(), environ)
+                             self._budgets_url(), environ, self._proxy_book())
         start(fetch_main, (fetch_job, fetched, results, owner))
         if owner is not None:
             owner.close()  # the workers have their copies; this process keeps only the write end
@@ -192,6 +193,12 @@ class BatchRunner:
             if owner_end is not None:
                 owner_end.close()
             self.stats.finished = time.monotonic()
+
+    def _proxy_book(self) -> ProxyBook | None:
+        """Where the contract's proxies' health lasts between runs (None: it names no proxy)."""
+        if not getattr(self.fetch_settings, "proxies", None):
+            return None
+        return ProxyBook(self.store.url, self.contract.name, self.run_id)
 
     def _budgets_url(self) -> str | None:
         """The store's URL when it keeps the hosts' budgets for every process (PostgreSQL), else None."""

@@ -116,3 +116,29 @@ def test_a_single_target_run_retries_through_another_proxy_and_says_which_carrie
         assert materialisation.metadata["proxy"].value == "good"
         events = _events_text(sqlite_harness, result.run_id)
         assert SECRET not in events and "'proxy': 'failing'" in events  # the failed attempt's record says so
+
+
+def test_a_proxy_a_single_target_run_quarantined_gets_nothing_from_the_next_batch_and_health_says_so(
+        sqlite_harness: Harness) -> None:
+    with SessionSite(_page) as site, ForwardProxy("locked", credentials=("someone", "else")) as locked, \
+            ForwardProxy("open") as open_:
+        urls = {f"p{i}": site.url(f"/p/{i}") for i in range(4)}
+        _contract(sqlite_harness, "shop", urls, [locked, open_], "  robots: ignore\n  proxy_recheck_s: 300\n")
+        single = sqlite_harness.run("shop", "p0")
+        assert single.success, failure_text(single)
+        assert [c.status for c in locked.carried()] == [407]  # asked for credentials: quarantined at once
+
+        batch = sqlite_harness.run_batch("shop")
+        assert batch.success, failure_text(batch)
+        # the batch's pool started from what the single-target run left in the project store: still resting
+        assert [c.status for c in locked.carried()] == [407]
+        assert {c.url for c in open_.carried(200)} == set(urls.values())
+
+        health = sqlite_harness.definitions().resolve_job_def("health_job").execute_in_process(
+            instance=sqlite_harness.instance)
+        [materialisation] = health.get_asset_materialization_events()
+        [row] = materialisation.event_specific_data.materialization.metadata["summary"].value
+        shown = {p["proxy"]: p for p in row["proxies"]}
+        assert shown["locked"]["quarantined"] and 0 < shown["locked"]["recheck_in_s"] <= 300
+        assert shown["locked"]["run_id"] == shown["open"]["run_id"] == batch.run_id
+        assert not shown["open"]["quarantined"] and shown["open"]["requests"] == 4

@@ -68,7 +68,8 @@ class HttpFetcherBase:
     connection pool. ``pacer``: the hosts' budgets each attempt waits its turn with (adapters/fetch/pace.py;
     none: no limit but the pool); ``robots_agent``: obey robots.txt for this user agent (none: not read).
     ``proxies``: every request goes through one of them (adapters/proxies.py: rotation, ``sticky_proxy`` per
-    site host, quarantine and a re-check after ``proxy_recheck_s``); ``sessions``: the cookie jars per site
+    site host, quarantine and a re-check after ``proxy_recheck_s``), their health read from ``proxy_book``
+    when the fetcher is made and written back when it closes (none: for this fetcher's life); ``sessions``: the cookie jars per site
     host (default: keep what each host sets, for this fetcher's life)."""
 
     @staticmethod
@@ -102,6 +103,7 @@ class HttpFetcherBase:
         proxy_recheck_s: float = 30.0,
         sessions: Sessions | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        proxy_book: Any = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -128,6 +130,10 @@ class HttpFetcherBase:
         self.robots_agent = robots_agent
         self.proxies = ProxyPool(proxies, sticky=sticky_proxy, recheck_s=proxy_recheck_s, clock=clock) \
             if proxies else None
+        # where the proxies' health lasts between runs (adapters/fetch/proxy_book.py): read now, written at close
+        self.proxy_book = proxy_book if proxies else None
+        if self.proxy_book is not None:
+            self.proxies.restore(self.proxy_book.load())
         self.sessions = sessions or Sessions()
         # which certificates the sites (and https:// proxies) may show; verification is never off
         self.ssl_context = ssl_context or default_ssl_context()
@@ -217,6 +223,12 @@ class HttpFetcherBase:
     def proxy_health(self) -> list[dict[str, object]]:
         """Per proxy of this fetcher's run: requests, failures, quarantine, score (no credentials)."""
         return self.proxies.health() if self.proxies is not None else []
+
+    def _save_proxy_health(self) -> None:
+        """What lasts of the proxies' health, for the next run (once: a second close writes nothing)."""
+        book, self.proxy_book = self.proxy_book, None
+        if book is not None and self.proxies is not None:
+            book.save(self.proxies.saved(), self.proxies.health())
 
     def _give_back(self, ticket: Any, answer: Any, *, about_host: bool = True) -> None:  # None: held now
         """An attempt's slot back to the pacer, with what it learnt of the host (status, Retry-After);

@@ -24,6 +24,7 @@ from scrape_contracts.contract.paths import confined_problem
 
 if TYPE_CHECKING:
     from scrape_contracts.adapters.fetch.provider import JobBook, ProviderFetcher
+    from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
     from scrape_contracts.contract.fetch import FetchSettings
 
 
@@ -240,6 +241,7 @@ def fetcher_for(
     settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None,
     keep_body: bool = False,
     jobs: JobBook | None = None,
+    proxy_book: ProxyBook | None = None,
 ) -> Fetcher:
     """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder,
     and must stay inside the folders ``contract.paths`` allows (a fetcher whose ``fetch`` raises FetchError
@@ -250,9 +252,10 @@ def fetcher_for(
     next run. An unset or empty variable gives a fetcher whose ``fetch`` raises FetchError
     'invalid_config' naming the header and the variable. ``keep_body``: each HTTP ``Page`` also holds the
     body's bytes (``Page.body``; fixture pages always do). ``jobs``: where the provider adapter records its
-    jobs (``adapters.fetch.provider.JobBook``); the other adapters ignore it.
+    jobs (``adapters.fetch.provider.JobBook``); the other adapters ignore it. ``proxy_book``: where the
+    proxies' health lasts between runs (``adapters.fetch.proxy_book``; none: for this fetcher's life).
     """
-    http = functools.partial(HttpFetcher, pacer=SyncPacer(limits_for(settings)))
+    http = functools.partial(HttpFetcher, pacer=SyncPacer(limits_for(settings)), proxy_book=proxy_book)
     options = {"keep_body": True} if keep_body else {}
     return _adapter_for(settings, base_dir, environ, http, jobs, **options)
 
@@ -265,6 +268,7 @@ def async_fetcher_for(
     max_connections: int = 100,
     pacer: AsyncPacer | None = None,
     jobs: JobBook | None = None,
+    proxy_book: ProxyBook | None = None,
 ) -> AsyncFetcher:
     """``fetcher_for`` for a batch: ``await fetcher.fetch(url, etag=, last_modified=)`` from many tasks,
     then ``await fetcher.aclose()`` (or ``async with``). ``max_connections`` is the HTTP pool size (the
@@ -282,6 +286,6 @@ def async_fetcher_for(
             return AsyncProviderFetcher(provider, max_connections=max_connections)
         return InlineAsyncFetcher(provider)
     http = functools.partial(AsyncHttpFetcher, max_connections=max_connections,
-                             pacer=pacer or AsyncPacer(limits_for(settings)))
+                             pacer=pacer or AsyncPacer(limits_for(settings)), proxy_book=proxy_book)
     fetcher = _adapter_for(settings, base_dir, environ, http)
     return fetcher if isinstance(fetcher, AsyncHttpFetcher) else InlineAsyncFetcher(fetcher)

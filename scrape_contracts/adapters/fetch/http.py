@@ -39,8 +39,11 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
         return httpx.Client(transport=transport, **options)
 
     def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
+        try:
+            self._save_proxy_health()
+        finally:
+            for client in self._clients.values():
+                client.close()
 
     def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
         return self._fetch(url, etag, last_modified, self.robots_agent is not None)

@@ -70,8 +70,12 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
         return httpx.AsyncClient(transport=transport, **options)
 
     async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.aclose()
+        try:
+            if self.proxy_book is not None:  # one short write, off the event loop
+                await asyncio.get_running_loop().run_in_executor(None, self._save_proxy_health)
+        finally:
+            for client in self._clients.values():
+                await client.aclose()
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
         return await self._fetch(url, etag, last_modified, self.robots_agent is not None)

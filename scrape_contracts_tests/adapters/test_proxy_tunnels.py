@@ -149,3 +149,27 @@ def test_ca_file_is_for_the_http_adapter_and_stays_inside_the_project(tmp_path: 
     with pytest.raises(ValidationError, match="fetch.ca_file .* outside the allowed folders"):
         FetchSettings.model_validate({"ca_file": "../../elsewhere/ca.pem"}, context={"contract_dir": folder})
     assert FetchSettings.model_validate({"ca_file": "certs/ca.pem"}, context={"contract_dir": folder}).ca_file
+
+
+def test_through_an_https_proxy_the_sites_certificate_is_the_sites_and_the_proxys_is_the_proxys(
+        tls_site: SessionSite, tmp_path: Path) -> None:
+    _, other = site_certificate(tmp_path / "other-ca")  # a CA nobody trusts here
+    trusted = tls_site.ca_file  # type: ignore[attr-defined]
+    with SessionSite(lambda path: "<p>x</p>", tls=other) as stranger, \
+            ForwardProxy("tls-proxy", tls=site_context(tmp_path / "certs")) as good_proxy, \
+            ForwardProxy("odd-proxy", tls=other) as odd_proxy:
+        # the trusted proxy opened the tunnel; the site behind it showed a certificate nobody signed for us
+        settings = _settings(good_proxy, ca_file=trusted).model_copy(update={"proxies": [
+            _settings(good_proxy).proxies[0].model_copy(update={"username_env": None, "password_env": None})]})
+        with fetcher_for(settings, tmp_path, environ={}) as fetcher, pytest.raises(FetchError) as refused:
+            fetcher.fetch(stranger.url("/p/1"))
+        assert refused.value.kind == "untrusted_certificate" and not fetcher.proxy_health()[0]["quarantined"]
+        assert [c.method for c in good_proxy.carried(200)] == ["CONNECT"] and not stranger.visits
+
+        # the proxy itself showed the untrusted certificate: its failure (quarantined), not the site's
+        settings = settings.model_copy(update={"proxies": [
+            settings.proxies[0].model_copy(update={"url": odd_proxy.url, "name": "odd-proxy"})]})
+        with fetcher_for(settings, tmp_path, environ={}) as fetcher, pytest.raises(FetchError) as failed:
+            fetcher.fetch(tls_site.url("/p/1"))
+        assert failed.value.kind == "connection" and "proxy odd-proxy could not be reached" in str(failed.value)
+        assert fetcher.proxy_health()[0]["quarantined"] and not odd_proxy.carried() and not tls_site.visits

@@ -142,3 +142,27 @@ def test_a_proxy_a_single_target_run_quarantined_gets_nothing_from_the_next_batc
         assert shown["locked"]["quarantined"] and 0 < shown["locked"]["recheck_in_s"] <= 300
         assert shown["locked"]["run_id"] == shown["open"]["run_id"] == batch.run_id
         assert not shown["open"]["quarantined"] and shown["open"]["requests"] == 4
+
+
+def test_a_socks5_proxy_carries_both_run_paths_and_its_credentials_never_show(
+        sqlite_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scrape_contracts_tests.socks_proxy import SUCCEEDED, SocksProxy
+
+    start_forkserver()  # up before the credentials are set: the fetching process still gets them
+    monkeypatch.setenv("PX_USER", "scraper")
+    monkeypatch.setenv("PX_PASS", SECRET)
+    with SessionSite(_page) as site, SocksProxy("good", credentials=("scraper", SECRET)) as socks:
+        urls = {f"p{i}": site.url(f"/p/{i}") for i in range(5)}
+        _contract(sqlite_harness, "shop", urls, [socks], "  robots: ignore\n")  # type: ignore[list-item]
+        single = sqlite_harness.run("shop", "p0")
+        assert single.success, failure_text(single)
+        assert [(t.authorized, t.reply) for t in socks.tunnels()] == [(True, SUCCEEDED)]
+        batch = sqlite_harness.run_batch("shop")
+        assert batch.success, failure_text(batch)
+        assert all(sqlite_harness.accepted("shop", key) for key in urls)
+        # every tunnel authenticated, to the site; the site saw the single run's page, then the batch's five
+        assert {(t.destination, t.authorized, t.reply) for t in socks.tunnels()} == {
+            (f"127.0.0.1:{site.port}", True, SUCCEEDED)}
+        assert sorted(v.path for v in site.visits) == sorted(["/p/0", *(f"/p/{i}" for i in range(5))])
+        for run in (single, batch):
+            assert SECRET not in _events_text(sqlite_harness, run.run_id)

@@ -1,6 +1,7 @@
 """Proxies and sessions through the real run paths (a batched run with its fetching process, a single-target
 run), behind three forward proxies on loopback (one good and asking for credentials, one failing, one slow),
-asserted from the proxies' and the site's logs; the credentials appear nowhere in the run's events."""
+a SOCKS5 proxy, and a CONNECT tunnel to an HTTPS site; proxy health carried from one run to the next;
+asserted from the proxies' and the sites' logs; the credentials appear nowhere in the runs' events."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from scrape_contracts.defs.history import batch_summaries
 from scrape_contracts.defs.names import candidate_key
 from scrape_contracts.service.forkserver import start_forkserver
 from scrape_contracts_tests.conftest import Harness, failure_text, product_page
-from scrape_contracts_tests.proxy_site import ForwardProxy, SessionSite
+from scrape_contracts_tests.proxy_site import ForwardProxy, SessionSite, site_certificate
+from scrape_contracts_tests.socks_proxy import SUCCEEDED, SocksProxy
 
 pytestmark = pytest.mark.slow
 
@@ -146,8 +148,6 @@ def test_a_proxy_a_single_target_run_quarantined_gets_nothing_from_the_next_batc
 
 def test_a_socks5_proxy_carries_both_run_paths_and_its_credentials_never_show(
         sqlite_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
-    from scrape_contracts_tests.socks_proxy import SUCCEEDED, SocksProxy
-
     start_forkserver()  # up before the credentials are set: the fetching process still gets them
     monkeypatch.setenv("PX_USER", "scraper")
     monkeypatch.setenv("PX_PASS", SECRET)
@@ -164,5 +164,28 @@ def test_a_socks5_proxy_carries_both_run_paths_and_its_credentials_never_show(
         assert {(t.destination, t.authorized, t.reply) for t in socks.tunnels()} == {
             (f"127.0.0.1:{site.port}", True, SUCCEEDED)}
         assert sorted(v.path for v in site.visits) == sorted(["/p/0", *(f"/p/{i}" for i in range(5))])
+        for run in (single, batch):
+            assert SECRET not in _events_text(sqlite_harness, run.run_id)
+
+
+def test_https_targets_go_through_the_proxys_tunnel_in_both_run_paths_trusting_the_contracts_ca(
+        sqlite_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    start_forkserver()  # up before the credentials are set: the fetching process still gets them
+    monkeypatch.setenv("PX_USER", "scraper")
+    monkeypatch.setenv("PX_PASS", SECRET)
+    _, tls = site_certificate(sqlite_harness.contracts_dir / "certs")  # the CA file beside the contract
+    with SessionSite(_page, tls=tls) as site, \
+            ForwardProxy("good", credentials=("scraper", SECRET)) as proxy:
+        urls = {f"p{i}": site.url(f"/p/{i}") for i in range(4)}
+        _contract(sqlite_harness, "shop", urls, [proxy], "  robots: ignore\n  ca_file: certs/test-ca.pem\n")
+        single = sqlite_harness.run("shop", "p0")
+        assert single.success, failure_text(single)
+        batch = sqlite_harness.run_batch("shop")
+        assert batch.success, failure_text(batch)
+        assert all(sqlite_harness.accepted("shop", key) for key in urls)
+        # only tunnels, each opened with the credentials, to the site's host and port; the site served the pages
+        assert {(c.method, c.url, c.status, c.authorized) for c in proxy.carried()} == {
+            ("CONNECT", f"127.0.0.1:{site.port}", 200, True)}
+        assert sorted(v.path for v in site.visits) == sorted(["/p/0", *(f"/p/{i}" for i in range(4))])
         for run in (single, batch):
             assert SECRET not in _events_text(sqlite_harness, run.run_id)

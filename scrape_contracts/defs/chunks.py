@@ -16,9 +16,9 @@ file system IO manager would need a folder shared by every worker host.
 # no `from __future__ import annotations`: Dagster reads the ops' annotations (BatchConfig) as types
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dagster as dg
 
@@ -32,11 +32,8 @@ from scrape_contracts.defs.io_managers import RUN_EVENTS_IO_MANAGER as IO_MANAGE
 from scrape_contracts.defs.leases import chunk_ended, chunk_holder
 from scrape_contracts.defs.names import batch_job_name, scrape_pool
 from scrape_contracts.defs.resources import FetchResource, PageStoreResource, ProjectStoreResource
-from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.service.batch import BatchTarget
 
-if TYPE_CHECKING:
-    from scrape_contracts.adapters.store.rows import Candidate
 
 def deal(targets: list[BatchTarget], chunks: int) -> list[list[BatchTarget]]:
     """``chunks`` shares, each with its part of every host's targets (empty shares left out)."""
@@ -52,20 +49,6 @@ def deal(targets: list[BatchTarget], chunks: int) -> list[list[BatchTarget]]:
             shares[turn % chunks].append(target)
             turn += 1
     return [share for share in shares if share]
-
-
-def counting_earlier(tally: ChunkTally, earlier: Iterable["Candidate"]) -> ChunkTally:
-    """``tally`` with the outcomes an earlier attempt of the chunk recorded, so the batch summary counts each of
-    the chunk's targets once."""
-    for candidate in earlier:
-        tally.targets += 1
-        tally.counts[candidate.outcome.value] = tally.counts.get(candidate.outcome.value, 0) + 1
-        if candidate.outcome is Outcome.UNCHANGED:
-            tally.unchanged.append(candidate.partition)
-        elif candidate.outcome is Outcome.FAILED:
-            tally.failures.append({"partition": candidate.partition,
-                                   "reason": "failed (recorded by an earlier attempt of this chunk)"})
-    return tally
 
 
 def build_chunked_batch_job(loaded: LoadedContract, scale: Scale) -> dg.JobDefinition:
@@ -97,20 +80,15 @@ def build_chunked_batch_job(loaded: LoadedContract, scale: Scale) -> dg.JobDefin
         hold_connections(context.instance)
         project_store = store.get()
         targets = [BatchTarget(partition, url) for partition, url in chunk]
-        # a chunk the executor hands out again (its worker lost, an ack lost with the broker) finds the targets
-        # an earlier attempt recorded: their outcome and events are in the store and the run's log already, so
-        # they are counted, not scraped a second time (a second candidate, a second page request)
-        earlier = project_store.recorded_by_run(name, context.run.run_id, [t.partition for t in targets])
-        if earlier:
-            targets = [t for t in targets if t.partition not in earlier]
-            context.log.info(f"{len(earlier)} target(s) of this chunk recorded by an earlier attempt: not scraped again")
         holder = chunk_holder(context.run.run_id, context.get_mapping_key() or "chunk", uuid.uuid4().hex[:8])
         context.log.info(f"scraping {len(targets)} target(s) of {name} as {holder}")
         tally = yield from scrape_chunk(
             context, loaded, targets, BatchPlan(targets, [], bool(plan["forced"])),
             BatchConfig(reextract=bool(plan["reextract"])), project_store,
-            artifacts, fetcher, holder=holder, ended=chunk_ended(context.instance, holder))
-        tally = counting_earlier(tally, earlier.values())
+            artifacts, fetcher, holder=holder, ended=chunk_ended(context.instance, holder),
+            # a chunk the executor hands out again (its worker lost, an ack lost with the broker) finds the
+            # targets an earlier attempt recorded: counted, not scraped a second time
+            skip_recorded=True)
         yield dg.Output(asdict(tally), metadata=carried(asdict(tally)))
 
     @dg.op(name=f"{name}_batch_summary", tags=tags, out={})

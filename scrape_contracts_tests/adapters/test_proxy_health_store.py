@@ -6,12 +6,10 @@ The wall clock the rows are written and read with is the test's (moved, never wa
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from scrape_contracts.adapters import store as store_module
 from scrape_contracts.adapters.fetch import HttpFetcher
 from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
 from scrape_contracts.adapters.proxies import ProxyEndpoint
@@ -28,19 +26,8 @@ class WallClock:
         return self.now
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "postgres":
-        yield request.getfixturevalue("pg_database")
-        return
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    yield url
-    engine = store_module._engines.pop(url, None)
-    if engine is not None:
-        engine.dispose()
-
-
-def test_a_proxy_quarantined_by_one_run_rests_out_its_quarantine_in_the_next(store_url: str) -> None:
+def test_a_proxy_quarantined_by_one_run_rests_out_its_quarantine_in_the_next(both_stores: ProjectStore) -> None:
+    store_url = both_stores.url
     clock = WallClock()
     with SessionSite(lambda path: product_page(f"Book {path}")) as site, \
             ForwardProxy("locked", credentials=("someone", "else")) as locked, ForwardProxy("good") as good:

@@ -33,9 +33,17 @@ from scrape_contracts.adapters.schema import host_rates, host_slots
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def shared_budgets_for(url: str) -> bool:
-    """Whether a store at ``url`` keeps shared host budgets: PostgreSQL (several machines); not SQLite."""
-    return sa.engine.make_url(url).get_backend_name() == "postgresql"
+def budgets_url_for(store: sa.Engine) -> str | None:
+    """The URL (password included) of a project store that keeps shared host budgets: PostgreSQL, reached by
+    every machine; None for SQLite (one machine, where a run's own pacer already sees all its requests)."""
+    url = store.url
+    return url.render_as_string(hide_password=False) if url.get_backend_name() == "postgresql" else None
+
+
+def budgets_for(store: sa.Engine) -> HostBudgets | None:
+    """``HostBudgets`` on ``store`` when it keeps them (``budgets_url_for``), else None."""
+    url = budgets_url_for(store)
+    return HostBudgets(url) if url is not None else None
 
 
 class HostBudgets:

@@ -1,7 +1,7 @@
 """Proxy health across runs (issue 24): each proxy's lasting health per contract, so a proxy quarantined by
 one run rests out its quarantine in the next
 
-Revision 0015_proxy_health (after 0014_repair_proposals). A new table only: nothing existing changes.
+Revision 0016_proxy_health (after 0015_discovery_pages). A new table only: nothing existing changes.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0015_proxy_health'
-down_revision = '0014_repair_proposals'
+revision = '0016_proxy_health'
+down_revision = '0015_discovery_pages'
 branch_labels = None
 depends_on = None
 

@@ -2,7 +2,9 @@
 
 Pure and thread-safe (no I/O; the clock is injected): the HTTP fetchers ask ``choose(host)`` before each
 attempt and ``report(...)`` after it. Health lives in memory for the run; the fetchers hand ``health()`` to
-whoever records it (the batch summary, a page's metadata, ``scrape/_health``).
+whoever records it (the batch summary, a page's metadata), and what lasts to the next run, ``saved()``, to
+the project store, whose rows ``restore(...)`` takes back when the next run's pool is made: a proxy the last
+run quarantined rests out the rest of its rest, then one request re-checks it (``scrape/_health`` shows them).
 
 - **Score** (0–1): a smoothed success rate times how fast the proxy answers against the fastest of the
   pool (smoothed latencies of the answers each carried). A proxy that answers is never starved: its weight
@@ -69,6 +71,19 @@ class _Health:
     @property
     def in_rotation(self) -> bool:
         return self.quarantined_until is None
+
+
+@dataclass(frozen=True)
+class SavedHealth:
+    """What one run leaves of a proxy for the next: its smoothed success and latency, its rest, and (when
+    quarantined) how long until it may be re-checked, counted from the moment it was saved."""
+
+    proxy: str
+    success: float
+    latency_s: float | None
+    rest_s: float
+    recheck_in_s: float | None  # None: in rotation
+    score: float = 1.0  # as the run ended, for showing
 
 
 @dataclass(frozen=True)
@@ -170,6 +185,31 @@ class ProxyPool:
         speed = 1.0 if health.latency is None or not fastest or not health.latency else \
             min(1.0, fastest / health.latency)
         return health.success * speed
+
+    def saved(self) -> list[SavedHealth]:
+        """Each proxy's lasting health now, in the contract's order (no secret)."""
+        with self._lock:
+            now = self._clock()
+            return [SavedHealth(h.endpoint.name, h.success, h.latency, h.rest_s,
+                                None if h.in_rotation else max(0.0, (h.quarantined_until or now) - now),
+                                round(self._score(h), 3))
+                    for h in self._proxies.values()]
+
+    def restore(self, saved: Sequence[SavedHealth]) -> None:
+        """Take back what an earlier run left (proxies no longer in the contract are ignored): a quarantined
+        proxy stays out for what is left of its rest, then the next request re-checks it."""
+        with self._lock:
+            now = self._clock()
+            for entry in saved:
+                health = self._proxies.get(entry.proxy)
+                if health is None:
+                    continue
+                health.success = min(1.0, max(0.0, entry.success))
+                health.latency = entry.latency_s
+                health.rest_s = min(MAX_RECHECK_S, max(0.0, entry.rest_s))
+                if entry.recheck_in_s is not None:
+                    health.quarantined_until = now + min(MAX_RECHECK_S, max(0.0, entry.recheck_in_s))
+                    health.rest_s = health.rest_s or self.recheck_s
 
     def health(self) -> list[dict[str, object]]:
         """Per proxy, in the contract's order: what the run's summary and ``scrape/_health`` show (no secret)."""

@@ -339,6 +339,27 @@ host_rates = sa.Table(
     sa.Column("next_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+# each proxy of a contract's fetch.proxies as the last run that used it left it (adapters/store/proxy_health.py):
+# its smoothed success and latency, its rest, and when a quarantined one may be re-checked, so the next run
+# does not hand it requests before that; the counts are that run's. ``proxy`` is the proxy's shown name
+# (its ``name``, or its URL, which never holds credentials).
+proxy_health = sa.Table(
+    "sc_proxy_health", metadata,
+    sa.Column("contract", sa.String(128), primary_key=True),
+    sa.Column("proxy", sa.String(512), primary_key=True),
+    sa.Column("success", sa.Float, nullable=False),
+    sa.Column("latency_s", sa.Float),
+    sa.Column("rest_s", sa.Float, nullable=False),
+    sa.Column("recheck_at", sa.DateTime(timezone=True)),  # null: in rotation
+    sa.Column("score", sa.Float, nullable=False),
+    sa.Column("requests", sa.Integer, nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False),
+    sa.Column("quarantines", sa.Integer, nullable=False),
+    sa.Column("rechecks", sa.Integer, nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 # raw pages when the page storage is the project store (adapters/pages/database.py): gzip-compressed HTML
 # under the sha256 of its UTF-8 text, so every worker host reaches the same pages through the store
 pages = sa.Table(

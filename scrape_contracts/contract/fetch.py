@@ -142,6 +142,10 @@ class FetchSettings(Strict):
     proxy_recheck_s: float = Field(
         30.0, gt=0, le=3600,
         description="How long a quarantined proxy rests before one request re-checks it (doubling while it fails).")
+    ca_file: str | None = Field(
+        None, description="http adapter: a PEM file of CA certificates trusted besides the default ones, for the "
+                          "sites' and https:// proxies' certificates (relative to the contract; an internal CA). "
+                          "Certificates are always checked.")
     sessions: bool = Field(
         True, description="Keep the cookies each site host sets for the run (one jar per site host) and send them "
                           "back; never stored. false: no cookie is kept.")
@@ -155,6 +159,11 @@ class FetchSettings(Strict):
     @classmethod
     def _fixture_dir_is_confined(cls, value: str | None, info: ValidationInfo) -> str | None:
         return confined("fetch.fixture_dir", value, info) if info.data.get("adapter") == "fixture" else value
+
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_file_is_confined(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return confined("fetch.ca_file", value, info)
 
     @model_validator(mode="after")
     def _fixture_dir_for_fixture(self) -> FetchSettings:
@@ -177,9 +186,12 @@ class FetchSettings(Strict):
         if self.proxies and self.adapter not in ("http", "browser"):
             raise ValueError(f"fetch.proxies are used by the http and browser adapters (now {self.adapter!r}; "
                              "a provider fetches through its own); remove them or change the adapter")
-        if (self.cookies or self.host_cookies) and self.adapter != "http":
-            raise ValueError(f"fetch.cookies and fetch.host_cookies are only used by the http adapter (now "
-                             f"{self.adapter!r}); remove them or set `adapter: http`")
+        if self.adapter == "browser" and any(p.url.startswith("socks") for p in self.proxies):
+            raise ValueError("the browser adapter goes through HTTP and HTTPS proxies only (the page's requests "
+                             "are tunnelled with CONNECT); use an http:// or https:// proxy, or the http adapter")
+        if (self.cookies or self.host_cookies or self.ca_file) and self.adapter != "http":
+            raise ValueError(f"fetch.cookies, fetch.host_cookies and fetch.ca_file are only used by the http "
+                             f"adapter (now {self.adapter!r}); remove them or set `adapter: http`")
         names = [p.label for p in self.proxies]
         if len(set(names)) != len(names):
             raise ValueError(f"fetch.proxies names each proxy once (twice: "

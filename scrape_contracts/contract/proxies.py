@@ -14,6 +14,8 @@ from pydantic import Field, field_validator, model_validator
 
 from scrape_contracts.contract.base import Strict
 
+# socks5h:// is socks5:// as other clients spell "the proxy resolves the host name", which it always does here
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # RFC 6265 token characters for a cookie name; values without separators, quotes or control characters
 _COOKIE_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -23,7 +25,8 @@ _COOKIE_VALUE = re.compile(r"[!#$%&'()*+\-./0-9:<=>?@A-Z\[\]^_`a-z{|}~]*")
 class ProxySettings(Strict):
     """One forward proxy of ``fetch.proxies``."""
 
-    url: str = Field(description="http://host:port (or https://, TLS to the proxy); no credentials in it.")
+    url: str = Field(description="http://host:port (https://: TLS to the proxy; socks5://: a SOCKS5 proxy); "
+                                 "no credentials in it.")
     name: str | None = Field(None, max_length=64,
                              description="Shown in summaries and metadata (default: the URL, which holds no secret).")
     username_env: str | None = Field(None, description="Environment variable holding the proxy's user name.")
@@ -41,12 +44,12 @@ class ProxySettings(Strict):
             # the URL as written is never repeated here: it holds the credentials
             raise ValueError("a proxy URL must not hold credentials (user:password@); name the environment "
                              "variables that hold them with username_env and password_env")
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"proxy URL {value!r} must be http://host:port or https://host:port "
-                             "(SOCKS proxies are not supported)")
+        if parts.scheme not in PROXY_SCHEMES or not parts.hostname:
+            raise ValueError(f"proxy URL {value!r} must be http://host:port, https://host:port or "
+                             "socks5://host:port")
         if parts.path not in ("", "/") or parts.query or parts.fragment:
             raise ValueError(f"proxy URL {value!r} must be only scheme, host and port")
-        return f"{parts.scheme}://{parts.netloc}"
+        return f"{'socks5' if parts.scheme == 'socks5h' else parts.scheme}://{parts.netloc}"
 
     @field_validator("username_env", "password_env")
     @classmethod

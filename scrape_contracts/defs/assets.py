@@ -8,6 +8,7 @@ from typing import Any
 
 import dagster as dg
 
+from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
 from scrape_contracts.adapters.store import Candidate, LeaseLost, StoreError
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.contract.model import Contract
@@ -109,6 +110,8 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
         # a forced run (run tag scrape_contracts/force=true, `scrape-contracts run --force`): no validators
         force = context.run.tags.get("scrape_contracts/force") == "true"
         project_store = store.get()
+        # the proxies' health lasts between runs in the project store (adapters/fetch/proxy_book.py)
+        proxies = ProxyBook(project_store.url, name, context.run.run_id) if contract.fetch.proxies else None
         # a provider contract's jobs are kept in the project store (adapters/fetch/provider)
         jobs = provider.job_book(loaded, project_store, context.run,
                                  {partition: scrape.target_url(loaded, project_store, partition)})
@@ -118,7 +121,8 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
                     loaded, partition, store=project_store, artifacts=artifacts.get(),
                     # each site host's limits held together with every other run's (PostgreSQL store)
                     fetcher=lambda: fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir,
-                                                jobs=jobs, budgets=budgets_for(project_store.engine)),
+                                                jobs=jobs, budgets=budgets_for(project_store.engine),
+                                                proxy_book=proxies),
                     run_id=context.run.run_id, emit=emit, force=force, ended=run_ended(context.instance))
             except single.FetchFailed as failed:
                 exc = failed.error

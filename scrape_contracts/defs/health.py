@@ -1,12 +1,8 @@
 """``scrape/_health``: one non-partitioned asset that summarises every contract (service/health.py)."""
 
-import dataclasses
-from typing import Any
-
 import dagster as dg
 
 from scrape_contracts.contract.loader import LoadResult
-from scrape_contracts.defs.names import candidate_key
 from scrape_contracts.defs.resources import ProjectStoreResource
 from scrape_contracts.service.health import contract_health
 
@@ -14,21 +10,6 @@ HEALTH_KEY = dg.AssetKey(["scrape", "_health"])
 _COLUMNS = ("contract", "targets", "last_success", "age_s", "failing_targets", "longest_failure_streak",
             "paused", "review_backlog", "heal_budget_left", "indeterminate", "provider_spend_today",
             "budget_paused", "proxies")
-_LOOK_BACK = 500  # newest observations of a contract searched for its last batch summary with proxies
-
-
-def last_proxy_health(instance: dg.DagsterInstance, contract: str) -> tuple[dict, ...]:
-    """Each proxy's health as the newest batched run of ``contract`` that used proxies ended it (kept in
-    memory during a run; its summary is the record)."""
-    found = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=candidate_key(contract)),
-                                        limit=_LOOK_BACK, ascending=False)
-    for record in found.records:
-        observation = record.asset_observation
-        entry = observation.metadata.get("proxies") if observation.partition is None else None
-        if entry is not None:
-            rows: Any = entry.value
-            return tuple({**row, "run_id": record.run_id} for row in rows)
-    return ()
 
 
 def _proxies_cell(rows: tuple[dict, ...]) -> str:
@@ -43,11 +24,9 @@ def build_health_asset(result: LoadResult, *, group_name: str | None = None) -> 
               description="Per contract: last success and its age, failing targets and the longest failure "
                           "streak, paused targets, review backlog, heal budget left, indeterminate provider "
                           "submissions, provider spend today and a budget pause; each proxy's health as the "
-                          "last batched run left it. Materialise it (or schedule it) to refresh.")
+                          "last run that used it left it. Materialise it (or schedule it) to refresh.")
     def health(context: dg.AssetExecutionContext, store: ProjectStoreResource) -> dg.MaterializeResult:
-        rows = [dataclasses.replace(row, proxies=last_proxy_health(context.instance, row.contract))
-                if item.contract.fetch.proxies else row
-                for row, item in zip(contract_health(store.get(), contracts), contracts)]
+        rows = contract_health(store.get(), contracts)
         table = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
         table += ["| " + " | ".join(_proxies_cell(r.proxies) if c == "proxies" else str(getattr(r, c))
                                     for c in _COLUMNS) + " |" for r in rows]

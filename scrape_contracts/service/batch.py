@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrape_contracts.adapters.pages import PageStore
+from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
 from scrape_contracts.adapters.store.host_budgets import budgets_url_for
 from scrape_contracts.adapters.store import (
     Candidate, LeaseLost, LostLease, ProjectStore, StoreUnavailable, unavailable,
@@ -187,7 +188,7 @@ class BatchRunner:
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
                              self._selectors, self._connections(targets), count, self.force, pages, self.jobs,
-                             budgets_url_for(self.store.engine), environ)
+                             budgets_url_for(self.store.engine), environ, self._proxy_book())
         start(fetch_main, (fetch_job, fetched, results, owner))
         if owner is not None:
             owner.close()  # the workers have their copies; this process keeps only the write end
@@ -201,6 +202,12 @@ class BatchRunner:
             if owner_end is not None:
                 owner_end.close()
             self.stats.finished = time.monotonic()
+
+    def _proxy_book(self) -> ProxyBook | None:
+        """Where the contract's proxies' health lasts between runs (None: it names no proxy)."""
+        if not getattr(self.fetch_settings, "proxies", None):
+            return None
+        return ProxyBook(self.store.url, self.contract.name, self.run_id)
 
     def _connections(self, targets: Sequence[BatchTarget]) -> int:
         if self.settings.max_connections is not None:

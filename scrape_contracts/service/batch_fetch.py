@@ -55,6 +55,7 @@ class FetchJob:
     # the project store when it keeps every host's budget for all processes (PostgreSQL): see pace.py
     budgets_url: str | None = None
     environ: dict[str, str] | None = None  # the run's environment (batch_worker.adopt_environment)
+    proxy_book: Any = None  # where the proxies' health lasts between runs (adapters/fetch/proxy_book.py)
 
 
 def fetch_main(job: FetchJob, pages: Any, results: Any, owner: Any = None) -> None:
@@ -94,7 +95,7 @@ class Fetching:
             artifacts = open_pages(job.pages)
             return ArtifactFetcher(artifacts, job.stored_pages, {t.partition: t.url for t in job.targets}), True
         fetcher = async_fetcher_for(job.fetch_settings, loaded.base_dir, max_connections=job.max_connections,
-                                    pacer=pacer, jobs=job.jobs)
+                                    pacer=pacer, jobs=job.jobs, proxy_book=job.proxy_book)
         paced = isinstance(fetcher, AsyncHttpFetcher) or job.fetch_settings.adapter == "fixture"
         # the fetcher that keeps the proxies' health: the HTTP one, or the browser inside its robots.txt check
         source = fetcher

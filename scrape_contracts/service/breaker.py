@@ -23,7 +23,7 @@ from scrape_contracts.adapters.fetch.page import FetchError
 # the fetch's error kinds (see FetchError) that say the host is unwell, and those that say it answered
 _DOWN_KINDS = frozenset({"connection", "timeout"})
 _DOWN_STATUSES = frozenset({429, 500, 502, 503, 504})
-_ANSWER_KINDS = frozenset({"http_status", "too_large", "bad_encoding", "too_many_redirects"})
+_ANSWER_KINDS = frozenset({"http_status", "too_large", "bad_encoding", "too_many_redirects", "untrusted_certificate"})
 
 
 def says_host_is_down(exc: BaseException) -> bool:

@@ -25,7 +25,8 @@ class ContractHealth:
     indeterminate: int = 0
     provider_spend_today: float | None = None  # what its provider jobs cost since 00:00 UTC
     budget_paused: str | None = None  # the contract is paused for its cost budget: why
-    # contracts with fetch.proxies: each proxy's health at the end of the last batched run that used them
+    # contracts with fetch.proxies: each proxy's health as the last run that used it left it (the project
+    # store's, which the next run starts from)
     proxies: tuple[dict, ...] = ()
 
     def as_dict(self) -> dict:
@@ -55,9 +56,27 @@ def contract_health(store: ProjectStore, loaded: Sequence[LoadedContract],
                                if s.paused and (s.pause_reason or "").startswith(REVIEW_PAUSE)),
             heal_budget_left=sum(max(0, budget - states[k].heal_attempts) if k in states else budget
                                  for k in keys),
+            proxies=proxy_rows(store, item, now),
             **_provider_health(store, item, states, now),
         ))
     return found
+
+
+def proxy_rows(store: ProjectStore, item: LoadedContract, now: dt.datetime) -> tuple[dict, ...]:
+    """Each proxy of the contract that a run has used, in the contract's order: as the last run left it.
+    A quarantined proxy stays quarantined after ``recheck_at`` until a request re-checks it."""
+    names = [p.label for p in item.contract.fetch.proxies]
+    if not names:
+        return ()
+    stored = {row.proxy: row for row in store.proxy_health(item.contract.name)}
+    return tuple({
+        "proxy": name, "quarantined": row.quarantined, "score": round(row.score, 3),
+        "latency_ms": None if row.latency_s is None else round(row.latency_s * 1000, 1),
+        "recheck_at": None if row.recheck_at is None else row.recheck_at.isoformat(),
+        "recheck_in_s": None if row.recheck_at is None else round(max(0.0, (row.recheck_at - now).total_seconds()), 1),
+        "rest_s": row.rest_s, "requests": row.requests, "failures": row.failures, "quarantines": row.quarantines,
+        "rechecks": row.rechecks, "run_id": row.run_id, "updated_at": row.updated_at.isoformat(),
+    } for name in names if (row := stored.get(name)) is not None)
 
 
 def _utc(value: dt.datetime) -> dt.datetime:

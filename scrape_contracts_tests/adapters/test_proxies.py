@@ -208,8 +208,10 @@ def test_the_docs_example_is_a_valid_fetch_block() -> None:
     import yaml
 
     text = (Path(__file__).parents[2] / "docs" / "proxies.md").read_text()
-    [block] = re.findall(r"^```yaml\n(.*?)^```", text, re.S | re.M)
+    block, *others = re.findall(r"^```yaml\n(.*?)^```", text, re.S | re.M)
     fetch = FetchSettings.model_validate(yaml.safe_load(block)["fetch"])
+    for other in others:  # the page's other examples are valid fetch blocks too
+        FetchSettings.model_validate(yaml.safe_load(other)["fetch"])
     assert [p.label for p in fetch.proxies] == ["proxy-a", "http://proxy-b.internal:3128"]
     assert not fetch.sticky and fetch.host_cookies == {"https://shop.example": {"region": "eu"}}
     assert FetchSettings(proxies=fetch.proxies).sticky  # sessions on: sticky unless told otherwise

@@ -13,7 +13,8 @@ PROXY = {"url": "http://proxy:3128"}
 @pytest.mark.parametrize("settings, says", [
     ({"adapter": "provider", "proxies": [PROXY]}, "a provider fetches through its own"),
     ({"adapter": "browser", "cookies": {"consent": "yes"}}, "only used by the http adapter"),
-    ({"proxies": [{"url": "socks5://proxy:1080"}]}, "SOCKS proxies are not supported"),
+    ({"adapter": "browser", "proxies": [{"url": "socks5://proxy:1080"}]}, "HTTP and HTTPS proxies only"),
+    ({"proxies": [{"url": "socks4://proxy:1080"}]}, "must be http://host:port, https://host:port or socks5://"),
     ({"proxies": [{"url": "http://proxy:3128/path"}]}, "only scheme, host and port"),
     ({"proxies": [{"url": "http://proxy:3128", "username_env": "U"}]}, "set both username_env and password_env"),
     ({"proxies": [{"url": "http://proxy:3128", "username_env": "U-1", "password_env": "P"}]},
@@ -32,4 +33,6 @@ def test_mistakes_are_refused_with_a_short_reason(settings: dict, says: str) -> 
 def test_a_proxy_url_is_kept_as_scheme_host_and_port() -> None:
     fetch = FetchSettings(proxies=[{"url": "http://proxy:3128/"}, {"url": "https://gw:443", "name": "gw"}])
     assert [(p.url, p.label) for p in fetch.proxies] == [("http://proxy:3128", "http://proxy:3128"), ("https://gw:443", "gw")]
+    socks = FetchSettings(proxies=[{"url": "socks5://gw:1080"}, {"url": "socks5h://gw:1081"}])
+    assert [p.url for p in socks.proxies] == ["socks5://gw:1080", "socks5://gw:1081"]  # the proxy resolves, either way
     assert fetch.sticky and not FetchSettings(sessions=False).sticky and not FetchSettings(sticky_proxy=False).sticky

@@ -1,6 +1,7 @@
 """Proxies and sessions through the real run paths (a batched run with its fetching process, a single-target
 run), behind three forward proxies on loopback (one good and asking for credentials, one failing, one slow),
-asserted from the proxies' and the site's logs; the credentials appear nowhere in the run's events."""
+a SOCKS5 proxy, and a CONNECT tunnel to an HTTPS site; proxy health carried from one run to the next;
+asserted from the proxies' and the sites' logs; the credentials appear nowhere in the runs' events."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from scrape_contracts.defs.history import batch_summaries
 from scrape_contracts.defs.names import candidate_key
 from scrape_contracts.service.forkserver import start_forkserver
 from scrape_contracts_tests.conftest import Harness, failure_text, product_page
-from scrape_contracts_tests.proxy_site import ForwardProxy, SessionSite
+from scrape_contracts_tests.proxy_site import ForwardProxy, SessionSite, site_certificate
+from scrape_contracts_tests.socks_proxy import SUCCEEDED, SocksProxy
 
 pytestmark = pytest.mark.slow
 
@@ -116,3 +118,74 @@ def test_a_single_target_run_retries_through_another_proxy_and_says_which_carrie
         assert materialisation.metadata["proxy"].value == "good"
         events = _events_text(sqlite_harness, result.run_id)
         assert SECRET not in events and "'proxy': 'failing'" in events  # the failed attempt's record says so
+
+
+def test_a_proxy_a_single_target_run_quarantined_gets_nothing_from_the_next_batch_and_health_says_so(
+        sqlite_harness: Harness) -> None:
+    with SessionSite(_page) as site, ForwardProxy("locked", credentials=("someone", "else")) as locked, \
+            ForwardProxy("open") as open_:
+        urls = {f"p{i}": site.url(f"/p/{i}") for i in range(4)}
+        _contract(sqlite_harness, "shop", urls, [locked, open_], "  robots: ignore\n  proxy_recheck_s: 300\n")
+        single = sqlite_harness.run("shop", "p0")
+        assert single.success, failure_text(single)
+        assert [c.status for c in locked.carried()] == [407]  # asked for credentials: quarantined at once
+
+        batch = sqlite_harness.run_batch("shop")
+        assert batch.success, failure_text(batch)
+        # the batch's pool started from what the single-target run left in the project store: still resting
+        assert [c.status for c in locked.carried()] == [407]
+        assert {c.url for c in open_.carried(200)} == set(urls.values())
+
+        health = sqlite_harness.definitions().resolve_job_def("health_job").execute_in_process(
+            instance=sqlite_harness.instance)
+        [materialisation] = health.get_asset_materialization_events()
+        [row] = materialisation.event_specific_data.materialization.metadata["summary"].value
+        shown = {p["proxy"]: p for p in row["proxies"]}
+        assert shown["locked"]["quarantined"] and 0 < shown["locked"]["recheck_in_s"] <= 300
+        assert shown["locked"]["run_id"] == shown["open"]["run_id"] == batch.run_id
+        assert not shown["open"]["quarantined"] and shown["open"]["requests"] == 4
+
+
+def test_a_socks5_proxy_carries_both_run_paths_and_its_credentials_never_show(
+        sqlite_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    start_forkserver()  # up before the credentials are set: the fetching process still gets them
+    monkeypatch.setenv("PX_USER", "scraper")
+    monkeypatch.setenv("PX_PASS", SECRET)
+    with SessionSite(_page) as site, SocksProxy("good", credentials=("scraper", SECRET)) as socks:
+        urls = {f"p{i}": site.url(f"/p/{i}") for i in range(5)}
+        _contract(sqlite_harness, "shop", urls, [socks], "  robots: ignore\n")  # type: ignore[list-item]
+        single = sqlite_harness.run("shop", "p0")
+        assert single.success, failure_text(single)
+        assert [(t.authorized, t.reply) for t in socks.tunnels()] == [(True, SUCCEEDED)]
+        batch = sqlite_harness.run_batch("shop")
+        assert batch.success, failure_text(batch)
+        assert all(sqlite_harness.accepted("shop", key) for key in urls)
+        # every tunnel authenticated, to the site; the site saw the single run's page, then the batch's five
+        assert {(t.destination, t.authorized, t.reply) for t in socks.tunnels()} == {
+            (f"127.0.0.1:{site.port}", True, SUCCEEDED)}
+        assert sorted(v.path for v in site.visits) == sorted(["/p/0", *(f"/p/{i}" for i in range(5))])
+        for run in (single, batch):
+            assert SECRET not in _events_text(sqlite_harness, run.run_id)
+
+
+def test_https_targets_go_through_the_proxys_tunnel_in_both_run_paths_trusting_the_contracts_ca(
+        sqlite_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    start_forkserver()  # up before the credentials are set: the fetching process still gets them
+    monkeypatch.setenv("PX_USER", "scraper")
+    monkeypatch.setenv("PX_PASS", SECRET)
+    _, tls = site_certificate(sqlite_harness.contracts_dir / "certs")  # the CA file beside the contract
+    with SessionSite(_page, tls=tls) as site, \
+            ForwardProxy("good", credentials=("scraper", SECRET)) as proxy:
+        urls = {f"p{i}": site.url(f"/p/{i}") for i in range(4)}
+        _contract(sqlite_harness, "shop", urls, [proxy], "  robots: ignore\n  ca_file: certs/test-ca.pem\n")
+        single = sqlite_harness.run("shop", "p0")
+        assert single.success, failure_text(single)
+        batch = sqlite_harness.run_batch("shop")
+        assert batch.success, failure_text(batch)
+        assert all(sqlite_harness.accepted("shop", key) for key in urls)
+        # only tunnels, each opened with the credentials, to the site's host and port; the site served the pages
+        assert {(c.method, c.url, c.status, c.authorized) for c in proxy.carried()} == {
+            ("CONNECT", f"127.0.0.1:{site.port}", 200, True)}
+        assert sorted(v.path for v in site.visits) == sorted(["/p/0", *(f"/p/{i}" for i in range(4))])
+        for run in (single, batch):
+            assert SECRET not in _events_text(sqlite_harness, run.run_id)

@@ -14,6 +14,7 @@ import httpx
 
 from scrape_contracts.adapters.fetch.body import ACCEPT_ENCODING
 from scrape_contracts.adapters.fetch.cookies import NoCookies, Sessions
+from scrape_contracts.adapters.fetch.deadline import handshake_failure
 from scrape_contracts.adapters.fetch.policy import Exchange, FetchPolicy, retry_after_seconds
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.netguard import AddressGuard, Resolver
@@ -23,6 +24,14 @@ from scrape_contracts.adapters.robots import host_key
 class ProxyRefused(httpx.ProxyError):
     """The proxy itself said no (407): its fault, named, already worded for the contract's author."""
 
+
+_ASKED_FOR_CREDENTIALS = ("proxy {name} answered 407 Proxy Authentication Required to {to} (check the "
+                          "environment variables its username_env and password_env name)")
+
+# how httpcore words a SOCKS5 proxy's refusal of the credentials (or of the way they were offered)
+_SOCKS_AUTH_REFUSED = ("Invalid username/password", "Requested ")
+_SOCKS_CREDENTIALS = ("SOCKS5 proxy {name} refused the credentials ({said}; check the environment variables its "
+                      "username_env and password_env name, or set them if it asks for credentials)")
 
 # answers a forward proxy gives when it, not the site, could not do its part
 _GATEWAY_STATUSES = frozenset({502, 504})
@@ -43,13 +52,24 @@ def default_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def trusting(ca_file: str | None) -> ssl.SSLContext:
+    """The default verification, also trusting the CA certificates in the PEM file ``ca_file`` (None: the
+    default alone). Raises OSError or ssl.SSLError when the file cannot be read as certificates."""
+    if ca_file is None:
+        return default_ssl_context()
+    context = httpx.create_ssl_context()
+    context.load_verify_locations(cafile=ca_file)
+    return context
+
+
 class HttpFetcherBase:
     """Settings of an HTTP fetcher. ``sleep``, ``clock`` (monotonic) and ``wall_clock`` (for Retry-After
     dates) are injectable so tests can observe waits instead of waiting; ``max_connections`` sizes the
     connection pool. ``pacer``: the hosts' budgets each attempt waits its turn with (adapters/fetch/pace.py;
     none: no limit but the pool); ``robots_agent``: obey robots.txt for this user agent (none: not read).
     ``proxies``: every request goes through one of them (adapters/proxies.py: rotation, ``sticky_proxy`` per
-    site host, quarantine and a re-check after ``proxy_recheck_s``); ``sessions``: the cookie jars per site
+    site host, quarantine and a re-check after ``proxy_recheck_s``), their health read from ``proxy_book``
+    when the fetcher is made and written back when it closes (none: for this fetcher's life); ``sessions``: the cookie jars per site
     host (default: keep what each host sets, for this fetcher's life)."""
 
     @staticmethod
@@ -82,6 +102,8 @@ class HttpFetcherBase:
         sticky_proxy: bool = False,
         proxy_recheck_s: float = 30.0,
         sessions: Sessions | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        proxy_book: Any = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -108,7 +130,13 @@ class HttpFetcherBase:
         self.robots_agent = robots_agent
         self.proxies = ProxyPool(proxies, sticky=sticky_proxy, recheck_s=proxy_recheck_s, clock=clock) \
             if proxies else None
+        # where the proxies' health lasts between runs (adapters/fetch/proxy_book.py): read now, written at close
+        self.proxy_book = proxy_book if proxies else None
+        if self.proxy_book is not None:
+            self.proxies.restore(self.proxy_book.load())
         self.sessions = sessions or Sessions()
+        # which certificates the sites (and https:// proxies) may show; verification is never off
+        self.ssl_context = ssl_context or default_ssl_context()
         self._robots: dict[str, Any] = {}  # host → its rules (a future of them, in the async fetcher)
         self._clock = clock
         self._sleep = sleep or self._default_sleep
@@ -150,12 +178,18 @@ class HttpFetcherBase:
         """What ``exc`` says of the proxy, and the error the policy is given: the proxy's own failures become
         ``httpx.ProxyError`` naming it (the policy retries them at once, through another proxy)."""
         name = choice.name
+        handshake = handshake_failure(exc)
+        if handshake is not None and (handshake.over_tls or not self.proxies.endpoint(name).url.startswith("https://")):
+            # the handshake with the site, inside the tunnel the proxy opened: the proxy did its part
+            return Fault.NONE, exc
         if isinstance(exc, ProxyRefused):
             return Fault.HARD, exc
-        if isinstance(exc, httpx.ProxyError):  # its answer to CONNECT
-            hard = str(exc).startswith("407")
-            return (Fault.HARD if hard else Fault.SOFT), httpx.ProxyError(
-                f"proxy {name} refused the tunnel: {exc}")
+        if isinstance(exc, httpx.ProxyError):  # its answer to CONNECT (HTTP or SOCKS5)
+            if str(exc).startswith("407"):
+                return Fault.HARD, ProxyRefused(_ASKED_FOR_CREDENTIALS.format(name=name, to="a CONNECT"))
+            if str(exc).startswith(_SOCKS_AUTH_REFUSED):
+                return Fault.HARD, ProxyRefused(_SOCKS_CREDENTIALS.format(name=name, said=exc))
+            return Fault.SOFT, httpx.ProxyError(f"proxy {name} refused the tunnel: {exc}")
         if isinstance(exc, httpx.ConnectError):  # the only connection made is to the proxy
             return Fault.HARD, httpx.ProxyError(f"proxy {name} could not be reached: {exc}")
         if isinstance(exc, httpx.TransportError):
@@ -164,8 +198,7 @@ class HttpFetcherBase:
 
     def _proxy_answer(self, choice: ProxyChoice, status: int) -> Fault:
         if status == 407:
-            raise ProxyRefused(f"proxy {choice.name} answered 407 Proxy Authentication Required (check the "
-                                   "environment variables its username_env and password_env name)")
+            raise ProxyRefused(_ASKED_FOR_CREDENTIALS.format(name=choice.name, to="the request"))
         return Fault.SOFT if status in _GATEWAY_STATUSES else Fault.NONE
 
     @contextlib.contextmanager
@@ -190,6 +223,12 @@ class HttpFetcherBase:
     def proxy_health(self) -> list[dict[str, object]]:
         """Per proxy of this fetcher's run: requests, failures, quarantine, score (no credentials)."""
         return self.proxies.health() if self.proxies is not None else []
+
+    def _save_proxy_health(self) -> None:
+        """What lasts of the proxies' health, for the next run (once: a second close writes nothing)."""
+        book, self.proxy_book = self.proxy_book, None
+        if book is not None and self.proxies is not None:
+            book.save(self.proxies.saved(), self.proxies.health())
 
     def _give_back(self, ticket: Any, answer: Any, *, about_host: bool = True) -> None:  # None: held now
         """An attempt's slot back to the pacer, with what it learnt of the host (status, Retry-After);

@@ -9,6 +9,7 @@ They connect only to the addresses the address guard checked (``connect``).
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,9 +43,37 @@ def _bounded(timeout: float | None, error: type[Exception]) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
+class TlsHandshakeFailed(httpcore.ConnectError):
+    """A TLS handshake failed. ``over_tls``: on a stream that already was TLS, so the handshake was with the
+    site at the end of a tunnel through an https:// proxy, not with the proxy."""
+
+    def __init__(self, message: str, *, over_tls: bool) -> None:
+        super().__init__(message)
+        self.over_tls = over_tls
+
+
+def handshake_failure(exc: BaseException) -> TlsHandshakeFailed | None:
+    """The failed TLS handshake behind ``exc`` (an httpx error), if that is what it was."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, TlsHandshakeFailed):
+        seen = seen.__cause__ or seen.__context__
+    return seen
+
+
+def untrusted_certificate(exc: BaseException) -> str | None:
+    """Why the certificate shown was not trusted, when that is what ``exc`` (an httpx error) came to."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen.verify_message or str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 class _Stream(httpcore.NetworkStream):
-    def __init__(self, stream: httpcore.NetworkStream) -> None:
+    def __init__(self, stream: httpcore.NetworkStream, *, tls: bool = False) -> None:
         self._stream = stream
+        self._tls = tls
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
@@ -59,7 +88,10 @@ class _Stream(httpcore.NetworkStream):
         self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
     ) -> _Stream:
         timeout = _bounded(timeout, httpcore.ConnectTimeout)
-        return _Stream(self._stream.start_tls(ssl_context, server_hostname, timeout))
+        try:
+            return _Stream(self._stream.start_tls(ssl_context, server_hostname, timeout), tls=True)
+        except httpcore.ConnectError as exc:
+            raise TlsHandshakeFailed(str(exc), over_tls=self._tls) from exc
 
     def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
@@ -85,8 +117,9 @@ class DeadlineBackend(httpcore.NetworkBackend):
 
 
 class _AsyncStream(httpcore.AsyncNetworkStream):
-    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+    def __init__(self, stream: httpcore.AsyncNetworkStream, *, tls: bool = False) -> None:
         self._stream = stream
+        self._tls = tls
         self._socket: Any = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
@@ -102,7 +135,10 @@ class _AsyncStream(httpcore.AsyncNetworkStream):
         self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
     ) -> _AsyncStream:
         timeout = _bounded(timeout, httpcore.ConnectTimeout)
-        return _AsyncStream(await self._stream.start_tls(ssl_context, server_hostname, timeout))
+        try:
+            return _AsyncStream(await self._stream.start_tls(ssl_context, server_hostname, timeout), tls=True)
+        except httpcore.ConnectError as exc:
+            raise TlsHandshakeFailed(str(exc), over_tls=self._tls) from exc
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":

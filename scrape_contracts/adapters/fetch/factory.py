@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import ssl
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scrape_contracts.adapters.fetch.client import trusting
 from scrape_contracts.adapters.fetch.cookies import Sessions
 from scrape_contracts.adapters.fetch.fixture import FixtureFetcher
 from scrape_contracts.adapters.fetch.http import HttpFetcher
@@ -22,6 +24,7 @@ from scrape_contracts.contract.paths import confined_problem
 
 if TYPE_CHECKING:
     from scrape_contracts.adapters.fetch.provider import JobBook, ProviderFetcher
+    from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
     from scrape_contracts.contract.fetch import FetchSettings
 
 
@@ -87,6 +90,9 @@ def _adapter_for(
     proxies = proxy_endpoints(settings, environ)
     if isinstance(proxies, str):
         return MisconfiguredFetcher(proxies)
+    trust = ssl_context_for(settings, base_dir)
+    if isinstance(trust, str):
+        return MisconfiguredFetcher(trust)
     return http(
         timeout_s=settings.timeout_s,
         deadline_s=settings.deadline_s,
@@ -102,8 +108,25 @@ def _adapter_for(
         sticky_proxy=settings.sticky,
         proxy_recheck_s=settings.proxy_recheck_s,
         sessions=Sessions(keep=settings.sessions, cookies=settings.cookies, host_cookies=settings.host_cookies),
+        ssl_context=trust,
         **options,
     )
+
+
+def ssl_context_for(settings: FetchSettings, base_dir: Path) -> ssl.SSLContext | str:
+    """The certificates the contract's sites may show: the default CAs, and those of ``fetch.ca_file``; or
+    why that file cannot be used (checked again here, as fixture_dir is: a symlink may have been swapped in)."""
+    if settings.ca_file is None:
+        return trusting(None)
+    problem = confined_problem("fetch.ca_file", settings.ca_file, Path(base_dir))
+    if problem:
+        return problem
+    try:
+        return trusting(str(Path(base_dir) / settings.ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return (f"fetch.ca_file {settings.ca_file!r} is not a readable PEM file of CA certificates ({reason}); "
+                "point it at the PEM file of the CA that signed the sites' certificates")
 
 
 def proxy_endpoints(settings: FetchSettings, environ: Mapping[str, str] | None) -> list[ProxyEndpoint] | str:
@@ -223,6 +246,7 @@ def fetcher_for(
     settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None,
     keep_body: bool = False,
     jobs: JobBook | None = None,
+    proxy_book: ProxyBook | None = None,
     budgets: SharedBudget | None = None,
 ) -> Fetcher:
     """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder,
@@ -237,10 +261,11 @@ def fetcher_for(
     jobs (``adapters.fetch.provider.JobBook``); the other adapters ignore it. ``budgets``: the host
     budgets shared with other processes (``adapters.store.host_budgets`` on a PostgreSQL project store) that
     the HTTP fetcher's requests also take, so that runs side by side keep each site host's limits together;
-    the fetcher closes it.
+    the fetcher closes it. ``proxy_book``: where the proxies' health lasts between runs
+    (``adapters.fetch.proxy_book``; none: for this fetcher's life).
     """
     pacer = SyncPacer(limits_for(settings), shared=budgets, hold_s=getattr(settings, "deadline_s", 60.0))
-    http = functools.partial(HttpFetcher, pacer=pacer)
+    http = functools.partial(HttpFetcher, pacer=pacer, proxy_book=proxy_book)
     options = {"keep_body": True} if keep_body else {}
     return _adapter_for(settings, base_dir, environ, http, jobs, **options)
 
@@ -253,6 +278,7 @@ def async_fetcher_for(
     max_connections: int = 100,
     pacer: AsyncPacer | None = None,
     jobs: JobBook | None = None,
+    proxy_book: ProxyBook | None = None,
 ) -> AsyncFetcher:
     """``fetcher_for`` for a batch: ``await fetcher.fetch(url, etag=, last_modified=)`` from many tasks,
     then ``await fetcher.aclose()`` (or ``async with``). ``max_connections`` is the HTTP pool size (the
@@ -270,6 +296,6 @@ def async_fetcher_for(
             return AsyncProviderFetcher(provider, max_connections=max_connections)
         return InlineAsyncFetcher(provider)
     http = functools.partial(AsyncHttpFetcher, max_connections=max_connections,
-                             pacer=pacer or AsyncPacer(limits_for(settings)))
+                             pacer=pacer or AsyncPacer(limits_for(settings)), proxy_book=proxy_book)
     fetcher = _adapter_for(settings, base_dir, environ, http)
     return fetcher if isinstance(fetcher, AsyncHttpFetcher) else InlineAsyncFetcher(fetcher)

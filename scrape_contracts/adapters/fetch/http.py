@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from scrape_contracts.adapters.fetch.client import HttpFetcherBase, default_ssl_context
+from scrape_contracts.adapters.fetch.client import HttpFetcherBase
 from scrape_contracts.adapters.fetch.connect import pinned_to
 from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import ClosesOnExit, Page
@@ -30,19 +30,22 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
         super().__init__(**options)
 
     def _open_client(self, max_connections: int, **options: Any) -> httpx.Client:
-        transport = SyncTransport(max_connections=max_connections, ssl_context=default_ssl_context())
+        transport = SyncTransport(max_connections=max_connections, ssl_context=self.ssl_context)
         return httpx.Client(transport=transport, **options)
 
     def _open_proxy_client(self, proxy: ProxyEndpoint, max_connections: int, **options: Any) -> httpx.Client:
         transport = ProxyTransport(proxy.url, username=proxy.username, password=proxy.password,
-                                   max_connections=max_connections, ssl_context=default_ssl_context())
+                                   max_connections=max_connections, ssl_context=self.ssl_context)
         return httpx.Client(transport=transport, **options)
 
     def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
-        if self.pacer is not None:
-            self.pacer.close()  # its shared budget's connection, if it has one
+        try:
+            self._save_proxy_health()
+        finally:
+            for client in self._clients.values():
+                client.close()
+            if self.pacer is not None:
+                self.pacer.close()  # its shared budget's connection, if it has one
 
     def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
         return self._fetch(url, etag, last_modified, self.robots_agent is not None)

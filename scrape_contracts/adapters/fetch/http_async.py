@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from scrape_contracts.adapters.fetch.client import HttpFetcherBase, default_ssl_context
+from scrape_contracts.adapters.fetch.client import HttpFetcherBase
 from scrape_contracts.adapters.fetch.connect import pinned_to
 from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, Page
@@ -61,17 +61,21 @@ class AsyncHttpFetcher(HttpFetcherBase, AsyncClosesOnExit):
         return _looked_up
 
     def _open_client(self, max_connections: int, **options: Any) -> httpx.AsyncClient:
-        pool = AsyncPool(max_connections=max_connections, ssl_context=default_ssl_context())
+        pool = AsyncPool(max_connections=max_connections, ssl_context=self.ssl_context)
         return httpx.AsyncClient(transport=pool, **options)
 
     def _open_proxy_client(self, proxy: ProxyEndpoint, max_connections: int, **options: Any) -> httpx.AsyncClient:
         transport = AsyncProxyTransport(proxy.url, username=proxy.username, password=proxy.password,
-                                        max_connections=max_connections, ssl_context=default_ssl_context())
+                                        max_connections=max_connections, ssl_context=self.ssl_context)
         return httpx.AsyncClient(transport=transport, **options)
 
     async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.aclose()
+        try:
+            if self.proxy_book is not None:  # one short write, off the event loop
+                await asyncio.get_running_loop().run_in_executor(None, self._save_proxy_health)
+        finally:
+            for client in self._clients.values():
+                await client.aclose()
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
         return await self._fetch(url, etag, last_modified, self.robots_agent is not None)

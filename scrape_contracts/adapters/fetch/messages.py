@@ -106,6 +106,11 @@ def connection_failed(error: str, tries: int) -> str:
     return f"{error} ({attempts(tries)}; check the host name and that the site is up — usually temporary)"
 
 
+def untrusted_certificate(reason: str) -> str:
+    return (f"refused: the site's certificate is not trusted ({reason}); if the site's certificate is signed by "
+            "your own CA, point fetch.ca_file at that CA's PEM file (certificates are always checked)")
+
+
 def status_after_retries(status: int, reason: str, tries: int) -> str:
     return f"failed: {status_line(status, reason)} after {attempts(tries)} ({status_advice(status)})"
 

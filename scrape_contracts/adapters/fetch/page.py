@@ -33,6 +33,7 @@ class Page:
 
 class FetchError(Exception):
     """kind: timeout | too_large | http_status | blocked_address | too_many_redirects | connection |
+    untrusted_certificate (the site's certificate failed the check: see ``fetch.ca_file``) |
     bad_encoding | fixture_missing | invalid_url | invalid_config | browser_missing | browser_step |
     browser_wait (a rendered page's ``wait_for`` matched nothing, or its network never went quiet: the page's
     business, not a sign that the host is down) | browser_crashed (the renderer or the browser died while

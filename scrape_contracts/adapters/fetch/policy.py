@@ -29,6 +29,7 @@ import httpx
 
 from scrape_contracts.adapters.fetch import messages
 from scrape_contracts.adapters.fetch.body import BodyReader, TooLarge, UnsupportedEncoding, decode_html
+from scrape_contracts.adapters.fetch.deadline import untrusted_certificate
 from scrape_contracts.adapters.fetch.page import FetchError, Page
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
@@ -274,6 +275,11 @@ class FetchPolicy:
                 kind, at_proxy = "connection", True
                 record["error"] = self.scrub(f"connection failed: {exc}")
             except (httpx.TransportError, ResolutionFailed) as exc:
+                untrusted = untrusted_certificate(exc)
+                if untrusted is not None:  # another try would be shown the same certificate
+                    record["error"] = self.scrub(f"certificate not trusted: {untrusted}")
+                    raise self._error(state, "untrusted_certificate", url,
+                                      messages.untrusted_certificate(untrusted)) from None
                 kind = "connection"
                 record["error"] = self.scrub(f"connection failed: {type(exc).__name__}: {exc}")
             except httpx.InvalidURL as exc:

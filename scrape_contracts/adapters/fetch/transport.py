@@ -2,8 +2,8 @@
 ``httpx.HTTPTransport`` does not let us pass; and the httpcore-to-httpx error mapping they share.
 
 ``SyncTransport`` connects to the sites; ``ProxyTransport`` / ``AsyncProxyTransport`` go through one forward
-proxy (httpcore's proxy pools: absolute-form requests for http:// targets, CONNECT for https://), one per
-proxy of a contract (adapters/proxies.py).
+proxy (httpcore's proxy pools: absolute-form requests for http:// targets, CONNECT for https://; a socks5://
+proxy's SOCKS5 CONNECT for both, the ``socksio`` package), one per proxy of a contract (adapters/proxies.py).
 """
 
 from __future__ import annotations
@@ -116,18 +116,24 @@ class _AsyncBody(httpx.AsyncByteStream):
             await self._stream.aclose()
 
 
-def _proxy_options(url: str, username: str | None, password: str | None) -> dict[str, Any]:
-    return {"proxy_url": url, "proxy_auth": (username, password or "") if username is not None else None}
+def _proxy_options(url: str, username: str | None, password: str | None,
+                   ssl_context: ssl.SSLContext) -> dict[str, Any]:
+    options = {"proxy_url": url, "proxy_auth": (username, password or "") if username is not None else None,
+               "ssl_context": ssl_context}
+    if url.startswith("https://"):
+        options["proxy_ssl_context"] = ssl_context  # one trust for the sites and the proxy: a ca_file CA may sign either
+    return options
 
 
 class ProxyTransport(SyncTransport):
     """``SyncTransport`` through the forward proxy at ``url`` (no credentials in it; ``username`` and
-    ``password`` go in Proxy-Authorization)."""
+    ``password`` go in Proxy-Authorization, or in SOCKS5's user name and password authentication)."""
 
     def __init__(self, url: str, *, username: str | None, password: str | None, max_connections: int,
                  ssl_context: ssl.SSLContext, keepalive_expiry: float = 5.0) -> None:
-        self._pool = httpcore.HTTPProxy(
-            **_proxy_options(url, username, password), ssl_context=ssl_context, max_connections=max_connections,
+        pool = httpcore.SOCKSProxy if url.startswith("socks5://") else httpcore.HTTPProxy
+        self._pool = pool(
+            **_proxy_options(url, username, password, ssl_context), max_connections=max_connections,
             max_keepalive_connections=max_connections, keepalive_expiry=keepalive_expiry,
             network_backend=DeadlineBackend())
 
@@ -138,8 +144,9 @@ class AsyncProxyTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, url: str, *, username: str | None, password: str | None, max_connections: int,
                  ssl_context: ssl.SSLContext, keepalive_expiry: float = 5.0) -> None:
-        self._pool = httpcore.AsyncHTTPProxy(
-            **_proxy_options(url, username, password), ssl_context=ssl_context, max_connections=max_connections,
+        pool = httpcore.AsyncSOCKSProxy if url.startswith("socks5://") else httpcore.AsyncHTTPProxy
+        self._pool = pool(
+            **_proxy_options(url, username, password, ssl_context), max_connections=max_connections,
             max_keepalive_connections=max_connections, keepalive_expiry=keepalive_expiry,
             network_backend=AsyncDeadlineBackend())
 

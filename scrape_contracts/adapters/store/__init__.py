@@ -10,7 +10,7 @@ process opens the store.
 candidates, quarantine), ``acceptance`` (accepting exactly once, reading accepted versions), ``review``,
 ``selectors`` (selector versions), ``state`` (partition state, dynamic targets), ``discovered`` (the source
 that found a target, gone or back), ``leases`` (one holder per target, fenced commits), ``provider_jobs`` (a
-hosted provider's jobs, submit markers, spend), ``repairs`` (a provider's repair proposals and their review), ``views`` (the typed view of a contract's accepted records,
+hosted provider's jobs, submit markers, spend), ``proxy_health`` (each proxy's health across runs), ``repairs`` (a provider's repair proposals and their review), ``views`` (the typed view of a contract's accepted records,
 PostgreSQL); ``engines`` holds the connection pools and ``rows`` the values handed out.
 """
 
@@ -39,6 +39,7 @@ from scrape_contracts.adapters.store.provider_jobs import (
     INDETERMINATE_PAUSE, Budget, BudgetSpent, NothingToReconcile, ProviderJob, ProviderJobsMixin, Spend,
     day_start,
 )
+from scrape_contracts.adapters.store.proxy_health import ProxyHealthMixin, StoredProxyHealth
 from scrape_contracts.adapters.store.repairs import REPAIR_PROPOSED, RepairDecided, RepairProposal, RepairsMixin
 from scrape_contracts.adapters.store.review import ReviewMixin
 from scrape_contracts.adapters.store.rows import (
@@ -52,7 +53,7 @@ from scrape_contracts.adapters.store.views import VIEW_SCHEMA, AcceptedViewsMixi
 
 class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin,
                    DiscoveredTargetsMixin, DiscoveryPagesMixin, LeasesMixin, ProviderJobsMixin, RepairsMixin,
-                   AcceptedViewsMixin):
+                   AcceptedViewsMixin, ProxyHealthMixin):
     """The project store at one SQLAlchemy URL (its schema created or upgraded on first open)."""
 
 
@@ -89,7 +90,7 @@ __all__ = [
     "LeaseLost", "LostLease", "NewCandidate",
     "NothingToReview", "OperationalError", "PartitionState", "ProjectStore", "RecordedCandidate", "Review",
     "SelectorConflict", "SelectorSource", "SelectorVersion", "StaleCandidate", "StoreError", "StoreNotFound",
-    "StoreTooNew", "StoreUnavailable", "Superseded", "TargetBusy", "accepted", "busy_message", "candidates",
+    "StoreTooNew", "StoreUnavailable", "StoredProxyHealth", "Superseded", "TargetBusy", "accepted", "busy_message", "candidates",
     "carried_over", "existing_store", "metadata", "new_engine", "reviews", "schema_state", "shown_url",
     "unavailable", "unreachable", "upgrade_schema",
 ]

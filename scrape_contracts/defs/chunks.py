@@ -33,10 +33,14 @@ from scrape_contracts.defs.leases import chunk_ended, chunk_holder
 from scrape_contracts.defs.names import batch_job_name, scrape_pool
 from scrape_contracts.defs.resources import FetchResource, PageStoreResource, ProjectStoreResource
 from scrape_contracts.engine.outcome import Outcome
+from scrape_contracts.adapters.store import StoreGone, StoreUnavailable
 from scrape_contracts.service.batch import BatchTarget
 
 if TYPE_CHECKING:
     from scrape_contracts.adapters.store.rows import Candidate
+
+RESUMES = 3  # a chunk goes on after this many statements broken by the database going away, then fails
+
 
 def deal(targets: list[BatchTarget], chunks: int) -> list[list[BatchTarget]]:
     """``chunks`` shares, each with its part of every host's targets (empty shares left out)."""
@@ -106,10 +110,24 @@ def build_chunked_batch_job(loaded: LoadedContract, scale: Scale) -> dg.JobDefin
             context.log.info(f"{len(earlier)} target(s) of this chunk recorded by an earlier attempt: not scraped again")
         holder = chunk_holder(context.run.run_id, context.get_mapping_key() or "chunk", uuid.uuid4().hex[:8])
         context.log.info(f"scraping {len(targets)} target(s) of {name} as {holder}")
-        tally = yield from scrape_chunk(
-            context, loaded, targets, BatchPlan(targets, [], bool(plan["forced"])),
-            BatchConfig(reextract=bool(plan["reextract"])), project_store,
-            artifacts, fetcher, holder=holder, ended=chunk_ended(context.instance, holder))
+        for resumed in range(RESUMES + 1):
+            try:
+                tally = yield from scrape_chunk(
+                    context, loaded, targets, BatchPlan(targets, [], bool(plan["forced"])),
+                    BatchConfig(reextract=bool(plan["reextract"])), project_store,
+                    artifacts, fetcher, holder=holder, ended=chunk_ended(context.instance, holder))
+                break
+            except StoreUnavailable as down:
+                # a statement the database's going away broke mid-way (a wait for it that ran out is StoreGone):
+                # wait for it as any connection does, then go on with what this attempt has not recorded yet,
+                # under the same holder (its leases are still its own)
+                if isinstance(down, StoreGone) or resumed == RESUMES:
+                    raise
+                more = project_store.recorded_by_run(name, context.run.run_id, [t.partition for t in targets])
+                earlier.update(more)
+                targets = [t for t in targets if t.partition not in more]
+                context.log.warning(f"{down}; the database answers again: going on with the {len(targets)} "
+                                    "target(s) of this chunk not recorded yet")
         tally = counting_earlier(tally, earlier.values())
         yield dg.Output(asdict(tally), metadata=carried(asdict(tally)))
 

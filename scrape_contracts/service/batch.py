@@ -34,7 +34,7 @@ from typing import Any
 from scrape_contracts.adapters.pages import PageStore
 from scrape_contracts.adapters.store.host_budgets import shared_budgets_for
 from scrape_contracts.adapters.store import (
-    LeaseLost, LostLease, ProjectStore, StoreUnavailable, unavailable,
+    LeaseLost, LostLease, ProjectStore, StoreGone, StoreUnavailable, unavailable,
 )
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
@@ -287,6 +287,8 @@ class BatchRunner:
             recorded = iter(gate.record_results(fenced, results, self.run_id, self.loaded) if results else [])
             lost = self.leases.record_failures([(i.target.partition, i.failure.message) for i in items
                                                 if i.failure is not None])
+        except StoreGone as exc:  # waited for the database (adapters/store/outages.py): its reason says it all
+            raise StoreGone(f"{exc} — stopped after {self.stats.total} target(s) were committed") from None
         except Exception as exc:
             down = unavailable(exc, self.store.engine.url.render_as_string(hide_password=True))
             if down is None:

@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from scrape_contracts.adapters.schema import host_rates, host_slots
+from scrape_contracts.adapters.store.outages import wait_out_outages
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -41,8 +42,13 @@ def shared_budgets_for(url: str) -> bool:
 class HostBudgets:
     """``take(host, slots, hold_s)`` → a slot number or None (all held); ``give_back``; ``next_start``."""
 
-    def __init__(self, url: str) -> None:
-        self.engine = sa.create_engine(url, poolclass=sa.pool.StaticPool, isolation_level="AUTOCOMMIT")
+    def __init__(self, url: str, outage_seconds: float = 60.0) -> None:
+        # made only inside a running batch: even its first connection waits for a database gone for a while,
+        # and one the outage broke is found dead before use (the requests wait for their slots meanwhile)
+        self.engine = wait_out_outages(
+            sa.create_engine(url, poolclass=sa.pool.StaticPool, isolation_level="AUTOCOMMIT", pool_pre_ping=True,
+                             connect_args={"connect_timeout": 10}),
+            outage_seconds, from_the_first=True)
         self._me = uuid.uuid4().hex[:12]
         self._turn = itertools.count()
         self._known: set[tuple[str, int]] = set()  # hosts whose slot rows exist (at this many slots)

@@ -183,7 +183,7 @@ targets:
 {targets}
 fetch:
   adapter: http
-  timeout_s: {timeout_s}
+  timeout_s: 20
   retries: 1
   concurrency: {concurrency}
   allow_private_addresses: true   # the site is on the hosts' own subnet (10.213.X.0/24)
@@ -199,12 +199,11 @@ fields:
 """
 
 
-def write_contract(folder: Path, name: str, targets: dict[str, str], concurrency: int, *,
-                   timeout_s: float = 20) -> Path:
+def write_contract(folder: Path, name: str, targets: dict[str, str], concurrency: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     lines = "\n".join(f"  - url: {url}\n    key: {key}" for key, url in targets.items())
     path = folder / f"{name}.yaml"
-    path.write_text(CONTRACT.format(name=name, targets=lines, concurrency=concurrency, timeout_s=timeout_s))
+    path.write_text(CONTRACT.format(name=name, targets=lines, concurrency=concurrency))
     return path
 
 

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 from scrape_contracts.adapters.store.errors import StoreGone
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FIRST_WAIT_S, LONGEST_WAIT_S = 0.25, 2.0  # between two tries: doubling from the first to the longest
 _count = 0
@@ -112,3 +113,15 @@ def _waiting(dialect: Any, cargs: Any, cparams: Any, where: str, seconds: float,
         if started is not None:
             log.warning("the project store at %s answers again after %.1f s", where, clock() - started)
         return made
+
+
+def again_if_broken(work: Callable[[], T]) -> T:
+    """``work()``, once more when a connection the database's going away broke failed it mid-statement (the
+    next one waits for the database, as above). Only for work that may be done twice: a page stored again, a
+    slot taken again (the first one, if it was taken, expires by itself)."""
+    try:
+        return work()
+    except sa.exc.DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+        return work()

@@ -26,7 +26,7 @@ from pydantic import Field
 from scrape_contracts import settings
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.adapters.store import REVIEW_PAUSE, ProjectStore
-from scrape_contracts.adapters.store.outages import disconnects
+from scrape_contracts.adapters.store.outages import disconnects, waiting_from_the_first
 from scrape_contracts.defs import provider
 from scrape_contracts.defs.assets import accepted_metadata, stage_description, target_state_observation
 from scrape_contracts.defs.names import (
@@ -337,7 +337,8 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
     """The events of one batch of ``loaded``'s targets in one step: what the batch op yields (the dead
     letters' replay too)."""
     hold_connections(context.instance)
-    project_store = store.get()
+    with waiting_from_the_first():  # a batch may start just as the database goes away: it waits for it
+        project_store = store.get()
     plan, events = plan_batch(context, loaded, config, project_store)
     yield from events
     context.log.info(f"scraping {len(plan.targets)} target(s) of {loaded.contract.name} "

@@ -34,6 +34,7 @@ from scrape_contracts.defs.names import batch_job_name, scrape_pool
 from scrape_contracts.defs.resources import FetchResource, PageStoreResource, ProjectStoreResource
 from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.adapters.store import StoreGone, StoreUnavailable
+from scrape_contracts.adapters.store.outages import waiting_from_the_first
 from scrape_contracts.service.batch import BatchTarget
 
 if TYPE_CHECKING:
@@ -99,7 +100,8 @@ def build_chunked_batch_job(loaded: LoadedContract, scale: Scale) -> dg.JobDefin
                          fetcher: FetchResource) -> Iterator[Any]:
         """Scrape one chunk of the run's targets; each target's outcome is recorded on its own partition."""
         hold_connections(context.instance)
-        project_store = store.get()
+        with waiting_from_the_first():  # a chunk may start just as the database goes away: it waits for it
+            project_store = store.get()
         targets = [BatchTarget(partition, url) for partition, url in chunk]
         # a chunk the executor hands out again (its worker lost, an ack lost with the broker) finds the targets
         # an earlier attempt recorded: their outcome and events are in the store and the run's log already, so

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from scrape_contracts import settings
+from scrape_contracts.adapters.store.outages import wait_from_the_first
 from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.fetch.pace import AsyncPacer, HostLimits, limits_for
 from scrape_contracts.adapters.store import SelectorVersion
@@ -64,6 +65,7 @@ def fetch_main(job: FetchJob, pages: Any, results: Any, owner: Any = None) -> No
     watch_owner(owner)
     if owner is not None:  # a process of its own (a thread shares the run's environment)
         adopt_environment(job.environ)
+        wait_from_the_first()  # started just as the database went away: wait for it, as the run does
     error = None
     fetching = Fetching(job, pages)
     try:

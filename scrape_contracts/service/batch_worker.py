@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from scrape_contracts.adapters.store.outages import wait_from_the_first
 from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.store import (
     LostLease,
@@ -110,6 +111,7 @@ def worker_main(job: ParseJob, pages: Any, results: Any, control: Any, owner: An
     watch_owner(owner)
     if owner is not None:  # a process of its own (a thread shares the run's environment)
         adopt_environment(job.environ)
+        wait_from_the_first()  # started just as the database went away: wait for it, as the run does
     try:
         Parser(job, results, control).run(pages)
     except BaseException as exc:  # noqa: BLE001 (reported to the run, which records the targets as failed)

@@ -17,7 +17,7 @@ import dagster as dg
 import pytest
 
 from scrape_contracts.adapters.store import ProjectStore, StoreGone
-from scrape_contracts.adapters.store.outages import disconnects
+from scrape_contracts.adapters.store.outages import disconnects, waiting_from_the_first
 from scrape_contracts.defs.batch import hold_connections
 from scrape_contracts.testing import forward, netns
 from scrape_contracts_tests.api.servers import free_port
@@ -78,6 +78,24 @@ def test_a_store_that_went_away_waits_for_it_and_goes_on_once_it_answers(
     assert waiting.startswith(f"the project store at 127.0.0.1:{relayed.port} does not answer (")
     assert "Connection refused" in waiting and "SCRAPE_CONTRACTS_DB_OUTAGE_SECONDS" in waiting
     assert any("answers again after" in r.getMessage() for r in caplog.records)
+
+
+def test_a_store_opened_for_a_batchs_work_waits_from_its_first_connection(
+        relayed: Relayed, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=OUTAGES)
+    relayed.cut()  # the database gone just as a chunk starts
+    opened: dict[str, ProjectStore] = {}
+
+    def open_for_a_chunk() -> None:
+        with waiting_from_the_first():
+            opened["store"] = ProjectStore(relayed.url)
+
+    opener = threading.Thread(target=open_for_a_chunk)
+    opener.start()
+    netns.wait_until("the chunk's store waiting for the database", lambda: "waiting for it" in caplog.text, 60)
+    relayed.restore()
+    opener.join(120)
+    assert opened["store"].recorded_by_run("shop", "run-1", ["p1"]) == {}
 
 
 def test_a_store_gone_for_longer_than_the_bound_is_one_line_with_where_how_long_and_what_to_do(

@@ -6,7 +6,9 @@ did not answer, until ``SCRAPE_CONTRACTS_DB_OUTAGE_SECONDS`` (60 s) have passed,
 ``StoreGone`` saying where, for how long and what to do. With ``pool_pre_ping`` a pooled connection the
 outage broke is found dead at its next checkout and replaced through the same wait, so a chunk of a batch
 simply pauses while the database is gone and goes on where it was. The first connection of an engine fails at
-once as before: a command pointed at a database that is not there says so now, not a minute later.
+once as before (a command pointed at a database that is not there says so now, not a minute later), except in
+a batch's work (a chunk step opening the store, ``waiting_from_the_first``; its fetching and parsing
+processes, ``wait_from_the_first``), which may start just as the database goes away.
 
 ``disconnects()`` counts the broken connections and the waits this process has seen, so that a holder of
 other connections to the same server (Dagster's event log pool, ``defs/batch.py``) knows to renew them.
@@ -15,10 +17,11 @@ A login refused (a wrong password, no such database) is never waited for: it doe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -32,6 +35,31 @@ T = TypeVar("T")
 FIRST_WAIT_S, LONGEST_WAIT_S = 0.25, 2.0  # between two tries: doubling from the first to the longest
 _count = 0
 _count_lock = threading.Lock()
+_from_the_first = threading.Event()
+
+
+_here = threading.local()  # ``waiting_from_the_first`` in this thread
+
+
+def wait_from_the_first() -> None:
+    """From now on in this process (one that does only a batch's work), an engine's first connection waits
+    for the database too."""
+    _from_the_first.set()
+
+
+@contextlib.contextmanager
+def waiting_from_the_first() -> Iterator[None]:
+    """As ``wait_from_the_first``, in this thread while in the block: a store a step opens (a process that
+    serves other work too, as a test's, says an absent database at once outside it)."""
+    _here.depth = getattr(_here, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _here.depth -= 1
+
+
+def _waits_from_the_first() -> bool:
+    return _from_the_first.is_set() or getattr(_here, "depth", 0) > 0
 
 
 def disconnects() -> int:
@@ -71,7 +99,7 @@ def wait_out_outages(engine: Engine, seconds: float, *, from_the_first: bool = F
 
     @sa.event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
-        if not connected.is_set():
+        if not connected.is_set() and not _waits_from_the_first():
             made = dialect.connect(*cargs, **cparams)
             connected.set()
             return made

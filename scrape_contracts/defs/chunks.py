@@ -126,6 +126,7 @@ def build_chunked_batch_job(loaded: LoadedContract, scale: Scale) -> dg.JobDefin
                 if isinstance(down, StoreGone) or resumed == RESUMES:
                     raise
                 more = project_store.recorded_by_run(name, context.run.run_id, [t.partition for t in targets])
+                hold_connections(context.instance)  # the database is back: Dagster's held connection renewed
                 earlier.update(more)
                 targets = [t for t in targets if t.partition not in more]
                 context.log.warning(f"{down}; the database answers again: going on with the {len(targets)} "

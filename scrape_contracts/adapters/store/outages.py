@@ -39,6 +39,20 @@ _from_the_first = threading.Event()
 
 
 _here = threading.local()  # ``waiting_from_the_first`` in this thread
+_at_once = [0]  # ``failing_at_once`` blocks open in this process
+
+
+@contextlib.contextmanager
+def failing_at_once() -> Iterator[None]:
+    """While in the block nothing in this process waits: a command (``scrape-contracts ...``, a batch it runs
+    here included) says a database gone in one line at once, and is run again by whoever typed it."""
+    with _count_lock:
+        _at_once[0] += 1
+    try:
+        yield
+    finally:
+        with _count_lock:
+            _at_once[0] -= 1
 
 
 def wait_from_the_first() -> None:
@@ -99,7 +113,7 @@ def wait_out_outages(engine: Engine, seconds: float, *, from_the_first: bool = F
 
     @sa.event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
-        if not connected.is_set() and not _waits_from_the_first():
+        if _at_once[0] or (not connected.is_set() and not _waits_from_the_first()):
             made = dialect.connect(*cargs, **cparams)
             connected.set()
             return made

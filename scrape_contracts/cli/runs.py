@@ -264,7 +264,7 @@ def _print_summary(contract: str, runs: list) -> int:
         lost = database_loss(_failure_texts(run.run_id))
         if lost is not None:
             print(f"run {run.run_id} ended {run.status.value}: {lost}; run the sweep again once the database "
-                  "answers (a new --idempotency-key, or none): what was recorded is kept and not scraped twice")
+                  "answers (a new --idempotency-key, or none): what was recorded is kept, nothing is accepted twice")
         else:
             print(f"run {run.run_id} ended {run.status.value}: see it in the Dagster UI (Runs) for the failed step")
     return 1 if bad or not_fetched else 0

@@ -101,6 +101,7 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
                   artifacts: PageStoreResource, fetcher: FetchResource) -> Iterator[dg.Output]:
         """Fetch the page, extract, validate, heal broken selectors (never inventing a value), diff, decide."""
         from scrape_contracts.adapters.fetch import fetcher_for
+        from scrape_contracts.adapters.store.host_budgets import budgets_for
         from scrape_contracts.defs.checks import aimed_at_latest, check_evaluations, contract_check_names
 
         emit = emitter(context.op_execution_context, name)
@@ -115,8 +116,9 @@ def build_contract_assets(loaded: LoadedContract, *, group_name: str | None = No
             try:
                 scraped = single.scrape_target(
                     loaded, partition, store=project_store, artifacts=artifacts.get(),
+                    # each site host's limits held together with every other run's (PostgreSQL store)
                     fetcher=lambda: fetcher_for(fetcher.settings_for(contract.fetch), loaded.base_dir,
-                                                jobs=jobs),
+                                                jobs=jobs, budgets=budgets_for(project_store.engine)),
                     run_id=context.run.run_id, emit=emit, force=force, ended=run_ended(context.instance))
             except single.FetchFailed as failed:
                 exc = failed.error

@@ -16,7 +16,7 @@ PostgreSQL, measured on 1.13.27), so the events are designed per batch, not per 
 
 import time
 import weakref
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from pydantic import Field
 
 from scrape_contracts import settings
 from scrape_contracts.contract.loader import LoadedContract
-from scrape_contracts.adapters.store import REVIEW_PAUSE, ProjectStore
+from scrape_contracts.adapters.store import REVIEW_PAUSE, Candidate, ProjectStore
 from scrape_contracts.adapters.store.outages import disconnects, waiting_from_the_first
 from scrape_contracts.defs import provider
 from scrape_contracts.defs.assets import accepted_metadata, stage_description, target_state_observation
@@ -38,6 +38,7 @@ from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.service.ahead import ahead
 from scrape_contracts.service.batch import BatchRunner, BatchSettings, BatchStats, BatchTarget, TargetOutcome
+from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.service.batch_summary import summarise
 from scrape_contracts.defs.leases import run_ended
 from scrape_contracts.service.records import FetchFailure, Refusal, Stage
@@ -219,9 +220,11 @@ class ChunkTally:
 
 def scrape_chunk(context: dg.OpExecutionContext, loaded: LoadedContract, targets: list[BatchTarget],
                  plan: BatchPlan, config: BatchConfig, project_store: ProjectStore, artifacts: PageStoreResource,
-                 fetcher: FetchResource, *, holder: str | None = None, ended: Any = None
-                 ) -> Generator[Any, None, ChunkTally]:
-    """The events of scraping ``targets`` (all of a batch, or one chunk of it); returns its tally."""
+                 fetcher: FetchResource, *, holder: str | None = None, ended: Any = None,
+                 skip_recorded: bool = False) -> Generator[Any, None, ChunkTally]:
+    """The events of scraping ``targets`` (all of a batch, or one chunk of it); returns its tally.
+    ``skip_recorded``: a chunk step, which the executor may hand out again; the targets its run recorded
+    already are left out and counted (their events are in the run's log from the earlier attempt)."""
     contract = loaded.contract
     name = contract.name
     checks = contract_check_names(loaded)
@@ -232,7 +235,7 @@ def scrape_chunk(context: dg.OpExecutionContext, loaded: LoadedContract, targets
                                parse_workers=settings.parse_workers()),
         ended=ended or run_ended(context.instance),
         jobs=provider.job_book(loaded, project_store, context.run, {t.partition: t.url for t in targets}),
-        holder=holder,
+        holder=holder, skip_recorded=skip_recorded,
     )
     failed_before: dict[str, set[str]] | None = None  # read once the runner's thread is at work
     tally = ChunkTally(targets=len(targets), started=time.time())
@@ -276,6 +279,25 @@ def scrape_chunk(context: dg.OpExecutionContext, loaded: LoadedContract, targets
     tally.seconds, tally.counts = stats.seconds, dict(stats.counts)
     tally.causes = [{k: v for k, v in asdict(f).items() if k != "attempts"} for f in runner.failures]
     tally.proxies = list(runner.proxies)
+    if runner.earlier:
+        context.log.info(f"{len(runner.earlier)} target(s) of this chunk recorded by an earlier attempt: not "
+                         "scraped again")
+        tally.targets -= len(runner.earlier)
+        counting_earlier(tally, runner.earlier.values())
+    return tally
+
+
+def counting_earlier(tally: ChunkTally, earlier: Iterable[Candidate]) -> ChunkTally:
+    """``tally`` with the outcomes an earlier attempt of the chunk recorded, so the batch summary counts each of
+    the chunk's targets once."""
+    for candidate in earlier:
+        tally.targets += 1
+        tally.counts[candidate.outcome.value] = tally.counts.get(candidate.outcome.value, 0) + 1
+        if candidate.outcome is Outcome.UNCHANGED:
+            tally.unchanged.append(candidate.partition)
+        elif candidate.outcome is Outcome.FAILED:
+            tally.failures.append({"partition": candidate.partition,
+                                   "reason": "failed (recorded by an earlier attempt of this chunk)"})
     return tally
 
 

@@ -16,9 +16,9 @@ file system IO manager would need a folder shared by every worker host.
 # no `from __future__ import annotations`: Dagster reads the ops' annotations (BatchConfig) as types
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dagster as dg
 
@@ -32,13 +32,10 @@ from scrape_contracts.defs.io_managers import RUN_EVENTS_IO_MANAGER as IO_MANAGE
 from scrape_contracts.defs.leases import chunk_ended, chunk_holder
 from scrape_contracts.defs.names import batch_job_name, scrape_pool
 from scrape_contracts.defs.resources import FetchResource, PageStoreResource, ProjectStoreResource
-from scrape_contracts.engine.outcome import Outcome
 from scrape_contracts.adapters.store import StoreGone, StoreUnavailable
 from scrape_contracts.adapters.store.outages import waiting_from_the_first
 from scrape_contracts.service.batch import BatchTarget
 
-if TYPE_CHECKING:
-    from scrape_contracts.adapters.store.rows import Candidate
 
 RESUMES = 3  # a chunk goes on after this many statements broken by the database going away, then fails
 
@@ -57,20 +54,6 @@ def deal(targets: list[BatchTarget], chunks: int) -> list[list[BatchTarget]]:
             shares[turn % chunks].append(target)
             turn += 1
     return [share for share in shares if share]
-
-
-def counting_earlier(tally: ChunkTally, earlier: Iterable["Candidate"]) -> ChunkTally:
-    """``tally`` with the outcomes an earlier attempt of the chunk recorded, so the batch summary counts each of
-    the chunk's targets once."""
-    for candidate in earlier:
-        tally.targets += 1
-        tally.counts[candidate.outcome.value] = tally.counts.get(candidate.outcome.value, 0) + 1
-        if candidate.outcome is Outcome.UNCHANGED:
-            tally.unchanged.append(candidate.partition)
-        elif candidate.outcome is Outcome.FAILED:
-            tally.failures.append({"partition": candidate.partition,
-                                   "reason": "failed (recorded by an earlier attempt of this chunk)"})
-    return tally
 
 
 def build_chunked_batch_job(loaded: LoadedContract, scale: Scale) -> dg.JobDefinition:
@@ -103,13 +86,6 @@ def build_chunked_batch_job(loaded: LoadedContract, scale: Scale) -> dg.JobDefin
         with waiting_from_the_first():  # a chunk may start just as the database goes away: it waits for it
             project_store = store.get()
         targets = [BatchTarget(partition, url) for partition, url in chunk]
-        # a chunk the executor hands out again (its worker lost, an ack lost with the broker) finds the targets
-        # an earlier attempt recorded: their outcome and events are in the store and the run's log already, so
-        # they are counted, not scraped a second time (a second candidate, a second page request)
-        earlier = project_store.recorded_by_run(name, context.run.run_id, [t.partition for t in targets])
-        if earlier:
-            targets = [t for t in targets if t.partition not in earlier]
-            context.log.info(f"{len(earlier)} target(s) of this chunk recorded by an earlier attempt: not scraped again")
         holder = chunk_holder(context.run.run_id, context.get_mapping_key() or "chunk", uuid.uuid4().hex[:8])
         context.log.info(f"scraping {len(targets)} target(s) of {name} as {holder}")
         for resumed in range(RESUMES + 1):
@@ -117,21 +93,21 @@ def build_chunked_batch_job(loaded: LoadedContract, scale: Scale) -> dg.JobDefin
                 tally = yield from scrape_chunk(
                     context, loaded, targets, BatchPlan(targets, [], bool(plan["forced"])),
                     BatchConfig(reextract=bool(plan["reextract"])), project_store,
-                    artifacts, fetcher, holder=holder, ended=chunk_ended(context.instance, holder))
+                    artifacts, fetcher, holder=holder, ended=chunk_ended(context.instance, holder),
+                    # a chunk the executor hands out again (its worker lost, an ack lost with the broker) finds
+                    # the targets an earlier attempt recorded: counted, not scraped a second time
+                    skip_recorded=True)
                 break
             except StoreUnavailable as down:
                 # a statement the database's going away broke mid-way (a wait for it that ran out is StoreGone):
-                # wait for it as any connection does, then go on with what this attempt has not recorded yet,
-                # under the same holder (its leases are still its own)
+                # once it answers (this read waits for it, as any connection does) the chunk goes on under the
+                # same holder, its leases still its own; what it committed is left out as an earlier attempt's
                 if isinstance(down, StoreGone) or resumed == RESUMES:
                     raise
-                more = project_store.recorded_by_run(name, context.run.run_id, [t.partition for t in targets])
+                project_store.lease(name, targets[0].partition)
                 hold_connections(context.instance)  # the database is back: Dagster's held connection renewed
-                earlier.update(more)
-                targets = [t for t in targets if t.partition not in more]
-                context.log.warning(f"{down}; the database answers again: going on with the {len(targets)} "
-                                    "target(s) of this chunk not recorded yet")
-        tally = counting_earlier(tally, earlier.values())
+                context.log.warning(f"{down}; the database answers again: the chunk goes on with the targets it "
+                                    "has not recorded")
         yield dg.Output(asdict(tally), metadata=carried(asdict(tally)))
 
     @dg.op(name=f"{name}_batch_summary", tags=tags, out={})

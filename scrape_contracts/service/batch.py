@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrape_contracts.adapters.pages import PageStore
-from scrape_contracts.adapters.store.host_budgets import shared_budgets_for
+from scrape_contracts.adapters.store.host_budgets import budgets_url_for
 from scrape_contracts.adapters.store import (
-    LeaseLost, LostLease, ProjectStore, StoreGone, StoreUnavailable, unavailable,
+    Candidate, LeaseLost, LostLease, ProjectStore, StoreGone, StoreUnavailable, unavailable,
 )
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
@@ -105,7 +105,7 @@ class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: PageStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
                  reextract: bool = False, ended: leases.Ended | None = None, jobs: Any = None,
-                 holder: str | None = None) -> None:
+                 holder: str | None = None, skip_recorded: bool = False) -> None:
         self.loaded = loaded
         self.contract = loaded.contract
         self.store = store
@@ -124,6 +124,9 @@ class BatchRunner:
                                   ended)
         self._selectors = store.current_selectors(self.contract.name, self.contract.selectors())
         self._controls: list[Any] = []
+        # a chunk handed out again: the targets its run already recorded are left out (``earlier``)
+        self.skip_recorded = skip_recorded
+        self.earlier: dict[str, Candidate] = {}
 
     def summary(self) -> BatchSummary:
         """The batch so far: counts, failed targets and each cause once (``batch_summary``)."""
@@ -138,11 +141,17 @@ class BatchRunner:
         refused = [TargetOutcome(t.partition, t.url, (), refusal=busy[t.partition]) for t in targets
                    if t.partition in busy]
         with self.leases:
+            held = [t.partition for t in targets if t.partition not in busy]
+            if self.skip_recorded and held:
+                # read with the leases held: from here on an earlier attempt still alive can commit nothing
+                # (its tokens are stale), so what it did commit is all here, and is not scraped again
+                self.earlier = self.store.recorded_by_run(self.contract.name, self.run_id, held)
+                self.leases.release(list(self.earlier))
             if refused:
                 for outcome in refused:
                     self.stats.add(outcome)
                 yield refused
-            yield from self._run([t for t in targets if t.partition not in busy])
+            yield from self._run([t for t in targets if t.partition not in busy and t.partition not in self.earlier])
 
     def _run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
         names = [t.partition for t in targets]
@@ -178,7 +187,7 @@ class BatchRunner:
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
                              self._selectors, self._connections(targets), count, self.force, pages, self.jobs,
-                             self._budgets_url(), environ)
+                             budgets_url_for(self.store.engine), environ)
         start(fetch_main, (fetch_job, fetched, results, owner))
         if owner is not None:
             owner.close()  # the workers have their copies; this process keeps only the write end
@@ -192,11 +201,6 @@ class BatchRunner:
             if owner_end is not None:
                 owner_end.close()
             self.stats.finished = time.monotonic()
-
-    def _budgets_url(self) -> str | None:
-        """The store's URL when it keeps the hosts' budgets for every process (PostgreSQL), else None."""
-        url = self.store.engine.url
-        return url.render_as_string(hide_password=False) if shared_budgets_for(str(url)) else None
 
     def _connections(self, targets: Sequence[BatchTarget]) -> int:
         if self.settings.max_connections is not None:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrape_contracts import settings
 from scrape_contracts.adapters.store.outages import wait_from_the_first
 from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.fetch.pace import AsyncPacer, HostLimits, limits_for
@@ -113,8 +112,7 @@ class Fetching:
         # no site is asked for stored pages or fixture files: the connection cap is the only limit
         limits = HostLimits(concurrency=job.max_connections, throttle=False) if offline \
             else limits_for(job.fetch_settings)
-        budgets = HostBudgets(job.budgets_url, settings.db_outage_seconds()) if job.budgets_url and not offline \
-            else None
+        budgets = HostBudgets(job.budgets_url) if job.budgets_url and not offline else None
         pacer = AsyncPacer(limits, shared=budgets, hold_s=getattr(job.fetch_settings, "deadline_s", 60.0))
         fetcher, paced = self._fetcher(pacer)
         # room for the pages on their way to the parsers: when they fall behind, fetching waits

@@ -1,15 +1,20 @@
-"""A site host's budget, on an injected clock: concurrency, rate, Crawl-delay and back-off (HostPace)."""
+"""A site host's budget, on an injected clock: concurrency, rate, Crawl-delay and back-off (HostPace); and the
+share of it every process takes on the PostgreSQL store (a real database)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
 from scrape_contracts.adapters.fetch.pace import (
-    MAX_FAILING_HOLD_S, MAX_HOLD_S, AsyncPacer, HostLimits, HostPace, limits_for,
+    MAX_FAILING_HOLD_S, MAX_HOLD_S, AsyncPacer, HostLimits, HostPace, SyncPacer, Ticket, limits_for,
 )
+from scrape_contracts.adapters.store import ProjectStore
+from scrape_contracts.adapters.store.host_budgets import HostBudgets
 from scrape_contracts.contract.fetch import FetchSettings
+from scrape_contracts_tests.defs.test_celery_chunks import wait_for
 
 
 def test_the_concurrency_is_a_number_of_slots_and_the_rate_spaces_the_starts() -> None:
@@ -179,3 +184,39 @@ def test_waiting_turns_go_first_come_first_served_on_the_injected_clock() -> Non
     order = asyncio.run(main())
     assert [name for name, _ in order] == ["r0", "r1", "r2", "r3"]
     assert [at for _, at in order] == [0.0, 1.0, 2.0, 3.0] and slept == [1.0, 1.0, 1.0]
+
+
+class _Counted(HostBudgets):
+    """The real shared budget, counting the takes it refused (every slot held elsewhere)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.refused = 0
+
+    def take(self, host: str, slots: int, hold_s: float) -> int | None:
+        slot = super().take(host, slots, hold_s)
+        self.refused += slot is None
+        return slot
+
+
+def test_sync_pacers_of_two_processes_share_a_host_s_slots_on_the_postgres_store(pg_database: str) -> None:
+    ProjectStore(pg_database)  # its tables
+    one, two = _Counted(pg_database), _Counted(pg_database)  # one each, as two runs' processes have
+    first = SyncPacer(HostLimits(concurrency=1), shared=one)
+    second = SyncPacer(HostLimits(concurrency=1), shared=two)
+    held = first.take("shop.test")
+    assert held.slot == 0
+    taken: list[Ticket] = []
+    waiting = threading.Thread(target=lambda: taken.append(second.take("shop.test")))
+    waiting.start()
+    try:
+        wait_for("the second pacer refused the held slot twice", lambda: two.refused >= 2)
+        assert taken == []  # its own window has room: the shared slot is what it waits for
+        assert second.take("other.test").slot == 0  # another host's budget is its own
+    finally:
+        first.give_back(held, 200)
+        waiting.join(timeout=30)
+    assert [t.slot for t in taken] == [0]
+    second.give_back(taken[0], 200)
+    first.close()
+    second.close()

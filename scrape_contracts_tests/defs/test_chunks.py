@@ -13,8 +13,8 @@ from dagster.components.testing import create_defs_folder_sandbox
 
 from scrape_contracts import ScrapeContracts
 from scrape_contracts.defs import build_definitions
-from scrape_contracts.defs.batch import ChunkTally
-from scrape_contracts.defs.chunks import counting_earlier, deal
+from scrape_contracts.defs.batch import ChunkTally, counting_earlier
+from scrape_contracts.defs.chunks import deal
 from scrape_contracts.defs.executors import ExecutorUnavailable, scale_from
 from scrape_contracts.defs.history import batch_summaries
 from scrape_contracts.service.batch import BatchTarget

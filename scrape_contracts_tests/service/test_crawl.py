@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from scrape_contracts.adapters.fetch import FetchError, async_fetcher_for, fetcher_for
+from scrape_contracts.adapters.robots import host_key
 from scrape_contracts.contract.fetch import DEFAULT_USER_AGENT, FetchSettings
 from scrape_contracts.service.crawl import Crawl
 from scrape_contracts_tests.hosts_site import HostPlan, HostsSite, Seen
@@ -18,13 +19,24 @@ from scrape_contracts_tests.hosts_site import HostPlan, HostsSite, Seen
 A, B, C = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 
 
-def crawl(site: HostsSite, urls: list[str], tmp_path: Path, **fetch: Any) -> dict[str, Any]:
-    """Fetch ``urls`` as a batch's fetching process does: one fetcher, one pacer, the host-aware order."""
+def crawl(site: HostsSite, urls: list[str], tmp_path: Path, *, starts: list[tuple[str, float]] | None = None,
+          **fetch: Any) -> dict[str, Any]:
+    """Fetch ``urls`` as a batch's fetching process does: one fetcher, one pacer, the host-aware order.
+    ``starts``: each request's (host, start time) as its pacer let it start, on the pacer's clock."""
     settings = FetchSettings(**{"allow_private_addresses": True, "retries": 2, **fetch})
     outcomes: dict[str, Any] = {}
 
     async def main() -> None:
         fetcher: Any = async_fetcher_for(settings, tmp_path, max_connections=64)
+        if starts is not None:
+            take = fetcher.pacer.take
+
+            async def noted(host: str) -> Any:
+                ticket = await take(host)
+                starts.append((host, ticket.started))
+                return ticket
+
+            fetcher.pacer.take = noted
 
         async def work(url: str) -> None:
             try:
@@ -92,7 +104,8 @@ def test_robots_txt_is_read_once_per_host_obeyed_and_its_crawl_delay_is_a_rate(t
     with HostsSite({A: HostPlan(robots=robots), B: HostPlan()}) as site:
         urls = ([site.url(A, f"/public/{i}") for i in range(4)] + [site.url(A, f"/private/{i}") for i in range(2)]
                 + [site.url(B, f"/b/{i}") for i in range(3)])
-        outcomes = crawl(site, urls, tmp_path, concurrency=4)
+        starts: list[tuple[str, float]] = []
+        outcomes = crawl(site, urls, tmp_path, concurrency=4, starts=starts)
         assert len(site.requests(A, "/robots.txt")) == 1 and len(site.requests(B, "/robots.txt")) == 1
         assert not [s for s in site.requests(A) if s.path.startswith("/private")]  # never asked
         for i in range(2):
@@ -100,8 +113,11 @@ def test_robots_txt_is_read_once_per_host_obeyed_and_its_crawl_delay_is_a_rate(t
             assert isinstance(refused, FetchError) and refused.kind == "robots_disallowed"
             assert "robots.txt disallows it" in str(refused) and "fetch.robots: ignore" in str(refused)
             assert not refused.transient
-        starts = [s.start for s in pages(site.requests(A))]
-        assert len(starts) == 4 and all(b - a >= 0.28 for a, b in zip(starts, starts[1:]))  # Crawl-delay 0.3
+        assert len(pages(site.requests(A))) == 4
+        # Crawl-delay 0.3 between the starts the pacer allowed (its robots.txt read is the first of A's): on
+        # the client's clock, as the server's arrival times also carry the machine's scheduling delays
+        of_a = [started for host, started in starts if host == host_key(site.url(A, "/"))][1:]
+        assert len(of_a) == 4 and all(b - a >= 0.3 - 1e-6 for a, b in zip(of_a, of_a[1:])), of_a
         assert {s.agent for s in site.seen} == {DEFAULT_USER_AGENT}
         assert all(not isinstance(outcomes[site.url(B, f"/b/{i}")], Exception) for i in range(3))
 

@@ -11,7 +11,7 @@ from scrape_contracts.adapters.fetch.cookies import Sessions
 from scrape_contracts.adapters.fetch.fixture import FixtureFetcher
 from scrape_contracts.adapters.fetch.http import HttpFetcher
 from scrape_contracts.adapters.fetch.http_async import AsyncHttpFetcher
-from scrape_contracts.adapters.fetch.pace import AsyncPacer, SyncPacer, limits_for
+from scrape_contracts.adapters.fetch.pace import AsyncPacer, SharedBudget, SyncPacer, limits_for
 from scrape_contracts.adapters.fetch.page import (
     AsyncClosesOnExit, AsyncFetcher, ClosesOnExit, Fetcher, FetchError, Page,
 )
@@ -218,6 +218,7 @@ def fetcher_for(
     settings: FetchSettings, base_dir: Path, *, environ: Mapping[str, str] | None = None,
     keep_body: bool = False,
     jobs: JobBook | None = None,
+    budgets: SharedBudget | None = None,
 ) -> Fetcher:
     """The fetcher a contract asks for; ``fixture_dir`` is relative to ``base_dir``, the contract's folder,
     and must stay inside the folders ``contract.paths`` allows (a fetcher whose ``fetch`` raises FetchError
@@ -228,9 +229,13 @@ def fetcher_for(
     next run. An unset or empty variable gives a fetcher whose ``fetch`` raises FetchError
     'invalid_config' naming the header and the variable. ``keep_body``: each HTTP ``Page`` also holds the
     body's bytes (``Page.body``; fixture pages always do). ``jobs``: where the provider adapter records its
-    jobs (``adapters.fetch.provider.JobBook``); the other adapters ignore it.
+    jobs (``adapters.fetch.provider.JobBook``); the other adapters ignore it. ``budgets``: the host
+    budgets shared with other processes (``adapters.store.host_budgets`` on a PostgreSQL project store) that
+    the HTTP fetcher's requests also take, so that runs side by side keep each site host's limits together;
+    the fetcher closes it.
     """
-    http = functools.partial(HttpFetcher, pacer=SyncPacer(limits_for(settings)))
+    pacer = SyncPacer(limits_for(settings), shared=budgets, hold_s=getattr(settings, "deadline_s", 60.0))
+    http = functools.partial(HttpFetcher, pacer=pacer)
     options = {"keep_body": True} if keep_body else {}
     return _adapter_for(settings, base_dir, environ, http, jobs, **options)
 

@@ -41,6 +41,8 @@ class HttpFetcher(HttpFetcherBase, ClosesOnExit):
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
+        if self.pacer is not None:
+            self.pacer.close()  # its shared budget's connection, if it has one
 
     def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:
         return self._fetch(url, etag, last_modified, self.robots_agent is not None)

@@ -287,13 +287,20 @@ class AsyncPacer(_Base):
 
 
 class SyncPacer(_Base):
-    """The hosts' budgets for the threads of one sync fetcher (a single-target run: its pages in turn)."""
+    """The hosts' budgets for the threads of one sync fetcher (a single-target run: its pages in turn).
+
+    ``shared``: as for ``AsyncPacer``, the budget every process on the PostgreSQL project store shares, so
+    single-target runs side by side (a UI launch, a sensor's, a batch's chunks) stay within the host's
+    ``fetch.concurrency`` and ``fetch.rate`` together. Its calls are made one at a time (one connection)."""
 
     def __init__(self, limits: HostLimits, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, shared: SharedBudget | None = None,
+                 hold_s: float = 60.0) -> None:
         super().__init__(limits, clock)
         self.sleep = sleep
+        self.shared, self.hold_s = shared, hold_s
         self._cond = threading.Condition()
+        self._shared_lock = threading.Lock()
 
     def take(self, host: str) -> Ticket:
         pace = self.pace(host)
@@ -301,23 +308,56 @@ class SyncPacer(_Base):
             with self._cond:
                 wait = pace.delay(self.clock())
                 if wait == 0:
-                    now = self.clock()
-                    pace.start(now)
-                    return Ticket(host, now)
+                    pace.start(self.clock())  # the local slot first, so this fetcher's threads queue here
+                    break
                 if wait is None:
                     self._cond.wait()
                     continue
             self.sleep(wait)
+        try:
+            slot = self._take_shared(host) if self.shared is not None else None
+        except BaseException:
+            self._local_back(host, self.clock(), None, None, about_host=False)
+            raise
+        return Ticket(host, self.clock(), slot)
+
+    def _take_shared(self, host: str) -> int:
+        assert self.shared is not None
+        poll = SHARED_POLL_S[0]
+        while True:
+            with self._shared_lock:
+                slot = self.shared.take(host, self.limits.concurrency, self.hold_s)
+            if slot is not None:
+                break
+            self.sleep(poll)  # every slot is held elsewhere: they come back as requests end
+            poll = min(SHARED_POLL_S[1], poll * 2)
+        if self.limits.interval_s:
+            with self._shared_lock:
+                wait = self.shared.next_start(host, self.limits.interval_s)
+            if wait:
+                self.sleep(wait)
+        return slot
 
     def give_back(self, ticket: Ticket, status: int | None, retry_after_s: float | None = None, *,
                   about_host: bool = True) -> None:
+        if ticket.slot is not None and self.shared is not None:
+            with self._shared_lock:
+                self.shared.give_back(ticket.host, ticket.slot)
+        self._local_back(ticket.host, ticket.started, status, retry_after_s, about_host=about_host)
+
+    def _local_back(self, host: str, started: float, status: int | None, retry_after_s: float | None, *,
+                    about_host: bool) -> None:
         with self._cond:
-            self.pace(ticket.host).finish(self.clock(), ticket.started, status, retry_after_s,
-                                          about_host=about_host)
+            self.pace(host).finish(self.clock(), started, status, retry_after_s, about_host=about_host)
             self._cond.notify_all()
 
     def pause(self, host: str, seconds: float, sleep: Callable[[float], None] | None = None) -> None:
         (sleep or self.sleep)(seconds)
+
+    def close(self) -> None:
+        close = getattr(self.shared, "close", None)
+        if close is not None:
+            close()
 
 
 def limits_for(settings: object) -> HostLimits:

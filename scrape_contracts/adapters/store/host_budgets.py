@@ -28,27 +28,37 @@ import uuid
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from scrape_contracts import settings
 from scrape_contracts.adapters.schema import host_rates, host_slots
 from scrape_contracts.adapters.store.outages import again_if_broken, wait_out_outages
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def shared_budgets_for(url: str) -> bool:
-    """Whether a store at ``url`` keeps shared host budgets: PostgreSQL (several machines); not SQLite."""
-    return sa.engine.make_url(url).get_backend_name() == "postgresql"
+def budgets_url_for(store: sa.Engine) -> str | None:
+    """The URL (password included) of a project store that keeps shared host budgets: PostgreSQL, reached by
+    every machine; None for SQLite (one machine, where a run's own pacer already sees all its requests)."""
+    url = store.url
+    return url.render_as_string(hide_password=False) if url.get_backend_name() == "postgresql" else None
+
+
+def budgets_for(store: sa.Engine) -> HostBudgets | None:
+    """``HostBudgets`` on ``store`` when it keeps them (``budgets_url_for``), else None."""
+    url = budgets_url_for(store)
+    return HostBudgets(url) if url is not None else None
 
 
 class HostBudgets:
     """``take(host, slots, hold_s)`` → a slot number or None (all held); ``give_back``; ``next_start``."""
 
-    def __init__(self, url: str, outage_seconds: float = 60.0) -> None:
-        # made only inside a running batch: even its first connection waits for a database gone for a while,
-        # and one the outage broke is found dead before use (the requests wait for their slots meanwhile)
+    def __init__(self, url: str, outage_seconds: float | None = None) -> None:
+        # made only inside running work (a batch's fetching process, a single-target step): even its first
+        # connection waits for a database gone for a while, and one the outage broke is found dead before use
+        # (the requests wait for their slots meanwhile); a command's own still fails at once (outages.py)
         self.engine = wait_out_outages(
             sa.create_engine(url, poolclass=sa.pool.StaticPool, isolation_level="AUTOCOMMIT", pool_pre_ping=True,
                              connect_args={"connect_timeout": 10}),
-            outage_seconds, from_the_first=True)
+            settings.db_outage_seconds() if outage_seconds is None else outage_seconds, from_the_first=True)
         self._me = uuid.uuid4().hex[:12]
         self._turn = itertools.count()
         self._known: set[tuple[str, int]] = set()  # hosts whose slot rows exist (at this many slots)

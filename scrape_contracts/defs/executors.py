@@ -12,8 +12,9 @@ faults need (docs/scale.md, Beyond one machine) are merged under whatever the us
   chunk handed on (the new attempt's lease tokens refuse the frozen one's commits, defs/leases.py);
 - ``worker_prefetch_multiplier`` 1: a worker holds no chunk it has not started, so none waits behind a long one;
 - ``task_annotations``: a step task that failed because its worker lost the database (Dagster could not even
-  write the step's failure there) is tried again later on any worker (``RetryWhenTheDatabaseIsGone``), rather
-  than failing the run; the chunk's new attempt leaves out what the earlier one recorded (defs/chunks.py).
+  write the step's failure there, or its failure came from the database gone) is tried again later on any
+  worker (``celery_retries.py``), rather than failing the run; the chunk's new attempt leaves out what the
+  earlier one recorded.
 """
 
 from __future__ import annotations
@@ -32,35 +33,8 @@ FAULT_SETTINGS: Mapping[str, Any] = {
     "task_reject_on_worker_lost": True,
     "broker_heartbeat": 10,
     "worker_prefetch_multiplier": 1,
-    "task_annotations": "scrape_contracts.defs.executors.RetryWhenTheDatabaseIsGone",
+    "task_annotations": "scrape_contracts.defs.celery_retries.RetryWhenTheDatabaseIsGone",
 }
-# dagster-celery's step task (dagster_celery.config.TASK_EXECUTE_PLAN_NAME)
-STEP_TASK = "execute_plan"
-# its tries when the database is gone: 2, 4, 8, 16, then every 30 s: about 3 minutes in all
-DATABASE_RETRIES, FIRST_RETRY_S, LONGEST_RETRY_S = 9, 2, 30
-
-
-class RetryWhenTheDatabaseIsGone:
-    """A Celery task annotation (``task_annotations``, named by its path so it fits a YAML config): the step
-    task is tried again, with a growing wait, when it raised a lost database connection. Dagster writes a
-    step's failure to its event log itself, so a step task raises only when even that could not be written:
-    the database was gone on the worker's side. A step that failed for any other reason ends as usual."""
-
-    def annotate(self, task: Any) -> dict[str, Any] | None:
-        if task.name != STEP_TASK:
-            return None
-        import sqlalchemy as sa
-        from dagster_postgres.utils import DagsterPostgresException
-
-        from scrape_contracts.adapters.store import StoreUnavailable
-
-        return {"autoretry_for": (sa.exc.OperationalError, sa.exc.InterfaceError, DagsterPostgresException,
-                                  StoreUnavailable),
-                "max_retries": DATABASE_RETRIES, "retry_backoff": FIRST_RETRY_S,
-                "retry_backoff_max": LONGEST_RETRY_S, "retry_jitter": False}
-
-    def annotate_any(self) -> None:
-        return None
 
 
 class ExecutorUnavailable(dg.DagsterInvalidDefinitionError):

@@ -33,6 +33,7 @@ from typing import Any
 
 from scrape_contracts.adapters.pages import PageStore
 from scrape_contracts.adapters.store.host_budgets import budgets_url_for
+from scrape_contracts.adapters.store.outages import waiting
 from scrape_contracts.adapters.store import (
     Candidate, LeaseLost, LostLease, ProjectStore, StoreGone, StoreUnavailable, unavailable,
 )
@@ -180,14 +181,14 @@ class BatchRunner:
 
         for index in range(count):
             job = ParseJob(index, self.loaded, self.artifacts.location, self._selectors, self.force, earlier,
-                           environ)
+                           environ, waits_for_database=waiting())
             start(worker_main, (job, fetched, results, self._controls[index], owner))
         # one fetching process for the run: each site host's budget is whole, whatever the targets' order
         fetch_job = FetchJob(count, self.loaded, self.fetch_settings, self.artifacts.location, tuple(targets),
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
                              self._selectors, self._connections(targets), count, self.force, pages, self.jobs,
-                             budgets_url_for(self.store.engine), environ)
+                             budgets_url_for(self.store.engine), environ, waits_for_database=waiting())
         start(fetch_main, (fetch_job, fetched, results, owner))
         if owner is not None:
             owner.close()  # the workers have their copies; this process keeps only the write end

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrape_contracts.adapters.store.outages import wait_from_the_first
+from scrape_contracts.adapters.store.outages import as_the_run_does
 from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.fetch.pace import AsyncPacer, HostLimits, limits_for
 from scrape_contracts.adapters.store import SelectorVersion
@@ -56,6 +56,7 @@ class FetchJob:
     # the project store when it keeps every host's budget for all processes (PostgreSQL): see pace.py
     budgets_url: str | None = None
     environ: dict[str, str] | None = None  # the run's environment (batch_worker.adopt_environment)
+    waits_for_database: bool = True  # as the run does (adapters/store/outages.py)
 
 
 def fetch_main(job: FetchJob, pages: Any, results: Any, owner: Any = None) -> None:
@@ -64,7 +65,7 @@ def fetch_main(job: FetchJob, pages: Any, results: Any, owner: Any = None) -> No
     watch_owner(owner)
     if owner is not None:  # a process of its own (a thread shares the run's environment)
         adopt_environment(job.environ)
-        wait_from_the_first()  # started just as the database went away: wait for it, as the run does
+        as_the_run_does(job.waits_for_database)
     error = None
     fetching = Fetching(job, pages)
     try:

@@ -8,7 +8,8 @@ outage broke is found dead at its next checkout and replaced through the same wa
 simply pauses while the database is gone and goes on where it was. The first connection of an engine fails at
 once as before (a command pointed at a database that is not there says so now, not a minute later), except in
 a batch's work (a chunk step opening the store, ``waiting_from_the_first``; its fetching and parsing
-processes, ``wait_from_the_first``), which may start just as the database goes away.
+processes, ``as_the_run_does``), which may start just as the database goes away; a command waits for nothing
+(``failing_at_once``), nor does a batch it runs.
 
 ``disconnects()`` counts the broken connections and the waits this process has seen, so that a holder of
 other connections to the same server (Dagster's event log pool, ``defs/batch.py``) knows to renew them.
@@ -33,37 +34,46 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FIRST_WAIT_S, LONGEST_WAIT_S = 0.25, 2.0  # between two tries: doubling from the first to the longest
-_count = 0
-_count_lock = threading.Lock()
-_from_the_first = threading.Event()
-
-
-_here = threading.local()  # ``waiting_from_the_first`` in this thread
+_lock = threading.Lock()
+_count = 0  # ``disconnects``
 _at_once = [0]  # ``failing_at_once`` blocks open in this process
+_from_the_first = threading.Event()  # ``as_the_run_does(True)`` in this process
+_here = threading.local()  # ``waiting_from_the_first`` blocks open in this thread
 
 
 @contextlib.contextmanager
 def failing_at_once() -> Iterator[None]:
     """While in the block nothing in this process waits: a command (``scrape-contracts ...``, a batch it runs
     here included) says a database gone in one line at once, and is run again by whoever typed it."""
-    with _count_lock:
+    with _lock:
         _at_once[0] += 1
     try:
         yield
     finally:
-        with _count_lock:
+        with _lock:
             _at_once[0] -= 1
 
 
-def wait_from_the_first() -> None:
-    """From now on in this process (one that does only a batch's work), an engine's first connection waits
-    for the database too."""
-    _from_the_first.set()
+def waiting() -> bool:
+    """Whether this process waits for a database gone (it is not in ``failing_at_once``): what the fetching
+    and parsing processes of a batch it runs are told to do (``as_the_run_does``)."""
+    return not _at_once[0]
+
+
+def as_the_run_does(waits: bool) -> None:
+    """In a batch's fetching or parsing process, for its whole life: wait for the database from an engine's
+    first connection on, as the run that started it does (it may start just as the database goes away), or,
+    for a command's batch, never wait."""
+    if waits:
+        _from_the_first.set()
+    else:
+        with _lock:
+            _at_once[0] += 1
 
 
 @contextlib.contextmanager
 def waiting_from_the_first() -> Iterator[None]:
-    """As ``wait_from_the_first``, in this thread while in the block: a store a step opens (a process that
+    """An engine's first connection waits too, in this thread while in the block: a store a step opens (a process that
     serves other work too, as a test's, says an absent database at once outside it)."""
     _here.depth = getattr(_here, "depth", 0) + 1
     try:
@@ -83,7 +93,7 @@ def disconnects() -> int:
 
 def _seen() -> None:
     global _count
-    with _count_lock:
+    with _lock:
         _count += 1
 
 

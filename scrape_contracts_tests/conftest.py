@@ -158,6 +158,19 @@ class Backend:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
+def both_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A project store alone (no Dagster instance), on SQLite and on PostgreSQL."""
+    from scrape_contracts.adapters import store as store_module
+
+    url = request.getfixturevalue("pg_database") if request.param == "postgres" else \
+        f"sqlite:///{tmp_path / 'store.db'}"
+    yield store_module.ProjectStore(url)
+    engine = store_module._engines.pop(url, None)
+    if engine is not None:
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
     """A real Dagster instance plus the project store, on SQLite or on PostgreSQL."""
     home = tmp_path / "dagster_home"

@@ -205,6 +205,19 @@ targets = sa.Table(
     sa.Column("gone_at", sa.DateTime(timezone=True)),
 )
 
+# discovery's conditional requests: each sitemap a contract's discovery read, as it was answered (gzip) with
+# its validators, so the next discovery asks with If-None-Match / If-Modified-Since and, on a 304, reads the
+# kept copy: nothing is downloaded again and nothing the sitemap lists is marked gone
+discovery_pages = sa.Table(
+    "sc_discovery_pages", metadata,
+    sa.Column("contract", sa.String(128), primary_key=True),
+    sa.Column("url", sa.String(2048), primary_key=True),
+    sa.Column("etag", sa.Text),
+    sa.Column("last_modified", sa.Text),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+    sa.Column("fetched_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 # The outbox: every state change above that can interest someone, one row, written in the same transaction
 # as the change. Its id orders the rows (the activation sensor's cursor); event_id is deterministic.
 outbox = sa.Table(

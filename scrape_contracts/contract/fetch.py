@@ -134,7 +134,8 @@ class FetchSettings(Strict):
     )
     proxies: list[ProxySettings] = Field(
         default_factory=list, max_length=64,
-        description="http adapter: forward proxies the requests go through, rotated by health (docs/proxies.md); "
+        description="http and browser adapters: forward proxies the requests go through, rotated by health "
+                    "(docs/proxies.md); "
                     "credentials come from the environment variables each names.")
     sticky_proxy: bool | None = Field(
         None, description="Keep each site host on one proxy while it stays healthy (default: when sessions are on).")
@@ -173,9 +174,12 @@ class FetchSettings(Strict):
         if self.provider is not None and self.adapter != "provider":
             raise ValueError(f"fetch.provider is only read by the provider adapter; set `adapter: provider` "
                              f"(now {self.adapter!r}) or remove fetch.provider")
-        if (self.proxies or self.cookies or self.host_cookies) and self.adapter != "http":
-            raise ValueError(f"fetch.proxies, fetch.cookies and fetch.host_cookies are only used by the http "
-                             f"adapter (now {self.adapter!r}); remove them or set `adapter: http`")
+        if self.proxies and self.adapter not in ("http", "browser"):
+            raise ValueError(f"fetch.proxies are used by the http and browser adapters (now {self.adapter!r}; "
+                             "a provider fetches through its own); remove them or change the adapter")
+        if (self.cookies or self.host_cookies) and self.adapter != "http":
+            raise ValueError(f"fetch.cookies and fetch.host_cookies are only used by the http adapter (now "
+                             f"{self.adapter!r}); remove them or set `adapter: http`")
         names = [p.label for p in self.proxies]
         if len(set(names)) != len(names):
             raise ValueError(f"fetch.proxies names each proxy once (twice: "

@@ -262,9 +262,10 @@ def scrape_chunk(context: dg.OpExecutionContext, loaded: LoadedContract, targets
                 refused.append(outcome.refusal.message)
         yield from materialisations
         # each line is an event in the run's log (10 ms or so): one a second says as much as one a chunk
-        if time.monotonic() - last_progress >= _PROGRESS_EVERY_S or progress.total == len(targets):
+        to_do = len(targets) - len(runner.earlier)  # those an earlier attempt recorded are not scraped
+        if time.monotonic() - last_progress >= _PROGRESS_EVERY_S or progress.total == to_do:
             last_progress = time.monotonic()
-            context.log.info(f"{progress.total}/{len(targets)} targets done ({progress.pages_per_second:.1f}/s): "
+            context.log.info(f"{progress.total}/{to_do} targets done ({progress.pages_per_second:.1f}/s): "
                              + ", ".join(f"{k} {v}" for k, v in sorted(progress.counts.items())))
     stats, summary = runner.stats, runner.summary()
     if summary.targets_failed:

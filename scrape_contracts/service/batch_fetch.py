@@ -86,7 +86,7 @@ class Fetching:
         self._sender = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pages")
         self._sending: set[asyncio.Future[None]] = set()
         self.proxy_health: list[dict[str, object]] = []  # each proxy's, once the fetching ended
-        self._http: Any = None  # the run's HTTP fetcher, which keeps the proxies' health
+        self._http: Any = None  # the run's fetcher that keeps the proxies' health (http, browser)
 
     def _fetcher(self, pacer: AsyncPacer) -> tuple[Any, bool]:
         """The run's fetcher, and whether it takes its turns per attempt (else: one turn per target)."""
@@ -99,7 +99,11 @@ class Fetching:
         fetcher = async_fetcher_for(job.fetch_settings, loaded.base_dir, max_connections=job.max_connections,
                                     pacer=pacer, jobs=job.jobs)
         paced = isinstance(fetcher, AsyncHttpFetcher) or job.fetch_settings.adapter == "fixture"
-        self._http = fetcher if isinstance(fetcher, AsyncHttpFetcher) else None
+        # the fetcher that keeps the proxies' health: the HTTP one, or the browser inside its robots.txt check
+        source = fetcher
+        while source is not None and not hasattr(source, "proxy_health"):
+            source = getattr(source, "fetcher", None)
+        self._http = source
         if loaded.contract.is_list:  # every page of a target, found with the item selector in force
             from scrape_contracts.adapters.fetch.paging import paged
             from scrape_contracts.service.lists import item_selector

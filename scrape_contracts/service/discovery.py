@@ -8,7 +8,9 @@ checks of a target (``target_urls``) and must be on the host of a declared sourc
 another site.
 
 A source read only in part (a fetch failed, a limit was reached) still adds what it gave, but marks none
-of its targets gone (``adapters/store/discovered.py``). Dagster-free: ``scrape/C/targets`` calls
+of its targets gone (``adapters/store/discovered.py``). Sitemaps are asked for conditionally: each answer
+with an ETag or Last-Modified is kept in the store (``adapters/store/discovery_pages.py``), and a 304 next
+time reads the kept copy, so an unchanged sitemap costs no download and still lists its targets. Dagster-free: ``scrape/C/targets`` calls
 ``discover`` and turns the record into events and partitions.
 """
 
@@ -22,6 +24,7 @@ from scrape_contracts import settings
 from scrape_contracts.adapters.fetch import Fetcher, FetchError, Page, fetcher_for
 from scrape_contracts.adapters.robots import is_robots_url, sitemaps_in
 from scrape_contracts.adapters.store import DiscoveryChanges, FoundTarget, ProjectStore
+from scrape_contracts.adapters.store.discovery_pages import KeptPage
 from scrape_contracts.contract.discover import Discover, ListingSource, SitemapSource
 from scrape_contracts.contract.fetch import FetchSettings
 from scrape_contracts.contract.loader import LoadedContract
@@ -45,6 +48,7 @@ class SourceReport:
     fetched: list[str] = field(default_factory=list)
     found: int = 0
     problems: list[str] = field(default_factory=list)
+    not_modified: int = 0  # sitemaps answered 304 and read from the kept copy
 
     @property
     def complete(self) -> bool:
@@ -52,7 +56,7 @@ class SourceReport:
 
     def as_dict(self) -> dict[str, object]:
         return {"url": self.url, "kind": self.kind, "fetched": len(self.fetched), "found": self.found,
-                "complete": self.complete, "problems": self.problems[:10]}
+                "not_modified": self.not_modified, "complete": self.complete, "problems": self.problems[:10]}
 
 
 @dataclass
@@ -93,11 +97,13 @@ def discover(loaded: LoadedContract, store: ProjectStore, fetch: FetchSettings |
     own = fetcher is None
     fetcher = fetcher or fetcher_for(settings_used, loaded.base_dir, keep_body=True)
     try:
-        found = _Crawl(contract.discover, fetcher, settings_used.allow_private_addresses,
-                       limits or settings.engine_limits()).run()
+        crawl = _Crawl(contract.discover, fetcher, settings_used.allow_private_addresses,
+                       limits or settings.engine_limits(), store, contract.name)
+        found = crawl.run()
     finally:
         if own:
             fetcher.close()
+    store.keep_only_discovery_pages(contract.name, crawl.sitemaps)
     found.changes = store.record_discovery(
         contract.name, found.found, complete=found.complete, declared=contract.discover.sources(),
         keep_lastmod=contract.discover.skip_unchanged, now=now)
@@ -105,8 +111,11 @@ def discover(loaded: LoadedContract, store: ProjectStore, fetch: FetchSettings |
 
 
 class _Crawl:
-    def __init__(self, discover: Discover, fetcher: Fetcher, allow_private: bool, limits: Limits) -> None:
+    def __init__(self, discover: Discover, fetcher: Fetcher, allow_private: bool, limits: Limits,
+                 store: ProjectStore, contract: str) -> None:
         self.discover = discover
+        self.store, self.contract = store, contract
+        self.sitemaps: set[str] = set()  # the sitemaps answered this time: their kept copies stay
         self.fetcher = fetcher
         self.allow_private = allow_private
         self.limits = limits
@@ -139,7 +148,7 @@ class _Crawl:
                     "belong to this contract")
         return checked
 
-    def _fetch(self, url: str, report: SourceReport) -> Page | None:
+    def _fetch(self, url: str, report: SourceReport, kept: KeptPage | None = None) -> Page | None:
         problem = self._checked(url)
         if isinstance(problem, str):
             self._refuse(url, problem)
@@ -147,10 +156,27 @@ class _Crawl:
             return None
         report.fetched.append(url)
         try:
+            if kept is not None:
+                return self.fetcher.fetch(url, etag=kept.etag, last_modified=kept.last_modified)
             return self.fetcher.fetch(url)
         except FetchError as exc:
             report.problems.append(str(exc))
             return None
+
+    def _fetch_sitemap(self, url: str, report: SourceReport) -> tuple[Page, bytes] | None:
+        """A sitemap (or robots.txt source) and its body: asked for with the kept copy's validators, and on
+        a 304 the kept body; an answer with validators is kept for next time."""
+        kept = self.store.kept_discovery_page(self.contract, url)
+        page = self._fetch(url, report, kept)
+        if page is None:
+            return None
+        self.sitemaps.add(url)
+        if page.not_modified and kept is not None:
+            report.not_modified += 1
+            return page, kept.body
+        body = page.body if page.body is not None else page.html.encode("utf-8")
+        self.store.keep_discovery_page(self.contract, url, body, etag=page.etag, last_modified=page.last_modified)
+        return page, body
 
     def _offer(self, url: str, source: str, report: SourceReport, keep: str | None,
                lastmod: dt.datetime | None = None) -> None:
@@ -185,17 +211,17 @@ class _Crawl:
                 report.problems.append(f"max_sitemaps {limit} reached before {shown(url)}")
                 return
             self.sitemaps_read += 1
-            page = self._fetch(url, report)
-            if page is None:
+            answered = self._fetch_sitemap(url, report)
+            if answered is None:
                 continue
+            page, body = answered
             if level == 0 and is_robots_url(url):  # its Sitemap: lines, read as an index's entries
-                children = sitemaps_in(page.html or "")
+                children = sitemaps_in(body.decode("utf-8", "replace"))
                 if not children:
                     report.problems.append(f"{shown(url)} lists no Sitemap: line; name the sitemap itself")
             else:
                 try:
-                    sitemap = read_sitemap(page.body if page.body is not None else page.html.encode("utf-8"),
-                                           max_bytes=self.discover.max_bytes)
+                    sitemap = read_sitemap(body, max_bytes=self.discover.max_bytes)
                 except SitemapError as exc:
                     report.problems.append(f"{shown(url)}: {exc}")
                     continue

@@ -337,6 +337,7 @@ def test_a_store_of_an_intermediate_commit_is_repaired_not_called_current(store_
         conn.execute(sa.text("DROP TABLE sc_host_slots"))
         conn.execute(sa.text("DROP TABLE sc_host_rates"))
         conn.execute(sa.text("DROP TABLE sc_repair_proposals"))
+        conn.execute(sa.text("DROP TABLE sc_discovery_pages"))
     store_module._engines.pop(store_url, None)
     assert migrations.upgrade(new_engine(store_url), store_url) == ("0008_target_leases", migrations.HEAD)
     assert _schema_differences(ProjectStore(store_url)) == []

@@ -7,13 +7,11 @@ row (as row by row), and targets the chunk does not name are left alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from scrape_contracts.adapters import store as store_module
 from scrape_contracts.adapters.schema import CandidateStatus, OutboxKind, partition_state
 from scrape_contracts.adapters.store import CandidateAction, NewCandidate, ProjectStore
 from scrape_contracts.engine.outcome import Outcome
@@ -22,14 +20,9 @@ CONTRACT = "shop"
 TARGETS = 250  # more than one chunk's hundred
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProjectStore]:
-    url = request.getfixturevalue("pg_database") if request.param == "postgres" else \
-        f"sqlite:///{tmp_path / 'store.db'}"
-    yield ProjectStore(url)
-    engine = store_module._engines.pop(url, None)
-    if engine is not None:
-        engine.dispose()
+@pytest.fixture
+def store(both_stores: ProjectStore) -> ProjectStore:
+    return both_stores
 
 
 def candidate(k: int, action: CandidateAction, *, compared_with: int | None = None,

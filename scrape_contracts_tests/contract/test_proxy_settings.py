@@ -11,7 +11,8 @@ PROXY = {"url": "http://proxy:3128"}
 
 
 @pytest.mark.parametrize("settings, says", [
-    ({"adapter": "browser", "proxies": [PROXY]}, "only used by the http adapter"),
+    ({"adapter": "provider", "proxies": [PROXY]}, "a provider fetches through its own"),
+    ({"adapter": "browser", "cookies": {"consent": "yes"}}, "only used by the http adapter"),
     ({"proxies": [{"url": "socks5://proxy:1080"}]}, "SOCKS proxies are not supported"),
     ({"proxies": [{"url": "http://proxy:3128/path"}]}, "only scheme, host and port"),
     ({"proxies": [{"url": "http://proxy:3128", "username_env": "U"}]}, "set both username_env and password_env"),

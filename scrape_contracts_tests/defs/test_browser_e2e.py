@@ -10,12 +10,13 @@ import pytest
 import yaml
 
 from scrape_contracts.engine.rendering import BROWSER_HINT
-from scrape_contracts.defs.history import read_trail
+from scrape_contracts.defs.history import batch_summaries, read_trail
 from scrape_contracts_tests.browser_site import DEAL, EXAMPLE_CONTRACT, SHOP, require_chromium, serve_deal
 from scrape_contracts_tests.conftest import Harness, failed_checks, failure_text
 from scrape_contracts_tests.defs.test_batch import run_batch
 from scrape_contracts_tests.defs.test_fetch_e2e import stage_metadata
 from scrape_contracts_tests.fixture_site import FixtureSite
+from scrape_contracts_tests.proxy_site import ForwardProxy
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -111,3 +112,23 @@ def test_missing_chromium_fails_the_fetch_in_one_line_and_keeps_the_accepted_dat
     assert batch_failed["kind"] == "browser_missing"
     assert harness.accepted("deal", PARTITION) == EXPECTED
     assert [v.version for v in harness.store.accepted_history("deal", PARTITION)] == [1]
+
+
+def test_a_batch_renders_through_the_contracts_proxy_and_its_summary_says_how_it_did(
+        sqlite_harness: Harness, site: FixtureSite) -> None:
+    require_chromium()
+    harness = sqlite_harness
+    urls = {f"d{i}": serve_deal(site, f"/deals/d{i}", {**DEAL, "sku": f"BK-{i:04d}"}) for i in range(3)}
+    with ForwardProxy("gw") as proxy:
+        write_deal_contract(harness, urls, proxies=[{"url": proxy.url, "name": "gw"}])
+        result = run_batch(harness, "deal")
+        carried = {c.url for c in proxy.carried(200)}
+
+    assert result.success, failure_text(result)
+    assert {key: harness.accepted("deal", key)["sku"] for key in urls} == {k: f"BK-{i:04d}" for i, k in
+                                                                         enumerate(urls)}
+    assert set(urls.values()) <= carried  # every page rendered through the proxy
+    assert len(site.requests) == len(proxy.carried())  # and robots.txt too: nothing went around it
+    [summary] = batch_summaries(harness.instance, "deal", [result.run_id])
+    [gw] = summary["proxies"]
+    assert gw["proxy"] == "gw" and gw["requests"] == len(urls) and not gw["quarantined"]

@@ -40,7 +40,15 @@ LEASE_S = 30  # a target's lease (SCRAPE_CONTRACTS_LEASE_SECONDS): a frozen work
 # How long a run may take to finish once a worker is gone: the broker's re-delivery, a new step process, the
 # frozen worker's leases running out and the rest of the chunk. A bound against a hang, far above what it
 # takes (under a minute alone); under a loaded suite the step's start-up alone has taken tens of seconds.
-RUN_END_S = 200
+RUN_END_S = 300
+# A page's time at the site (fetch.timeout_s, deadline_s): the held pages wait there from before the test sees
+# the first targets accepted until it has stopped the worker, which on a loaded machine took more than 12 s
+# (the held pages timed out, and were recorded failed, before the worker died); a dead or frozen worker's
+# host slots lapse after it, so the other worker waits at most this long for them
+PAGE_S = 40
+# A bound against a hang for each wait below, far above what it takes alone (seconds): a run's `dagster job
+# execute`, its plan and its step on a Celery worker took more than 50 s at a load of 20
+WAIT_S = 180
 
 pytestmark = pytest.mark.xdist_group("celery")
 
@@ -54,7 +62,7 @@ def _require_rabbitmq() -> None:
         pytest.skip("RabbitMQ is not reachable at 127.0.0.1:5672")
 
 
-def wait_for(what: str, condition: Callable[[], Any], timeout: float = 50) -> Any:
+def wait_for(what: str, condition: Callable[[], Any], timeout: float = WAIT_S) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = condition()
@@ -78,7 +86,7 @@ class Crew:
         contracts.mkdir()
         targets = "".join(f"  - url: {site.url('/p/' + k)}\n    key: {k}\n" for k in KEYS)
         (contracts / "shop.yaml").write_text(
-            f"name: shop\ntargets:\n{targets}fetch:\n  allow_private_addresses: true\n  timeout_s: 12\n  deadline_s: 12\n"
+            f"name: shop\ntargets:\n{targets}fetch:\n  allow_private_addresses: true\n  timeout_s: {PAGE_S}\n  deadline_s: {PAGE_S}\n"
             "  concurrency: 4\nfields:\n  title:\n    selector: h1\n  price:\n    selector: .price\n"
             "    type: number\n")
         settings = {"task_default_queue": self.queue, "broker_heartbeat": heartbeat}
@@ -123,7 +131,7 @@ class Crew:
             assert worker.poll() is None, (self.tmp / f"{name}.log").read_text()[-2000:]
             return b"ready." in (self.tmp / f"{name}.log").read_bytes()
 
-        wait_for(f"worker {name} ready", ready, timeout=60)
+        wait_for(f"worker {name} ready", ready)
 
     def start_crew(self) -> None:
         """Workers a and b, ready, and the run started."""
@@ -155,6 +163,12 @@ class Crew:
              "scrape_shop_batch_job", "-c", str(self.tmp / "run.yaml")],
             env=self.env, stdout=open(self.tmp / "run.log", "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
             start_new_session=True)
+
+    def chunk_step_started(self) -> list[str]:
+        """``chunk_workers``, once there is one; the run's log if the run ended before (not worth waiting)."""
+        assert self.run is not None
+        assert self.run.poll() is None, (self.tmp / "run.log").read_text()[-3000:]
+        return self.chunk_workers()
 
     def chunk_workers(self) -> list[str]:
         """The workers the chunk step was given to, in order (dagster-celery's engine event names each)."""
@@ -205,7 +219,7 @@ def site(gate: threading.Event) -> Iterator[FixtureSite]:
 
             def answer(_request: Request, page: bytes = page, first: bool = i < FIRST) -> Response:
                 if not first:
-                    gate.wait(60)  # held until the test has stopped a worker
+                    gate.wait(WAIT_S)  # held until the test has stopped a worker
                 return Response(200, page)
 
             fixture_site.set_handler(f"/p/{key}", answer)
@@ -240,13 +254,13 @@ def crew_factory(tmp_path: Path, pg_database: str, site: FixtureSite) -> Iterato
         crew.stop()
 
 
-@pytest.mark.timeout(RUN_END_S + 200)
+@pytest.mark.timeout(RUN_END_S + 2 * WAIT_S)
 def test_a_chunk_whose_worker_is_killed_is_finished_by_another_and_nothing_is_accepted_twice(
         crew_factory: Callable[[int], Crew], gate: threading.Event, pg_database: str) -> None:
     ProjectStore(pg_database)  # its tables, before anyone counts rows in them
     crew = crew_factory(10)
     crew.start_crew()
-    [first] = wait_for("the chunk step on a worker", crew.chunk_workers)
+    [first] = wait_for("the chunk step on a worker", crew.chunk_step_started)
     # some targets committed by the first worker before it dies
     wait_for(f"{FIRST} accepted targets", lambda: len(_versions(pg_database)) >= FIRST)
     victim = crew.worker_named(first)
@@ -261,13 +275,13 @@ def test_a_chunk_whose_worker_is_killed_is_finished_by_another_and_nothing_is_ac
     assert versions == {key: 1 for key in KEYS}  # every target accepted, and once
 
 
-@pytest.mark.timeout(RUN_END_S + 200)
+@pytest.mark.timeout(RUN_END_S + 2 * WAIT_S)
 def test_a_frozen_worker_past_its_leases_is_refused_when_it_wakes_and_the_run_ends_green(
         crew_factory: Callable[[int], Crew], gate: threading.Event, pg_database: str) -> None:
     ProjectStore(pg_database)
     crew = crew_factory(2)  # a 2 s heartbeat: the broker gives a frozen worker's chunk away within seconds
     crew.start_crew()
-    [first] = wait_for("the chunk step on a worker", crew.chunk_workers)
+    [first] = wait_for("the chunk step on a worker", crew.chunk_step_started)
     wait_for(f"{FIRST} accepted targets", lambda: len(_versions(pg_database)) >= FIRST)
     frozen = crew.worker_named(first)
     family = [frozen, *frozen.children(recursive=True)]  # its fetching and parsing processes too

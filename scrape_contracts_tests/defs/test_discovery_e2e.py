@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -22,7 +23,7 @@ from scrape_contracts.defs.names import (
 )
 from scrape_contracts.defs.partitions import dynamic_partitions_name
 from scrape_contracts_tests.conftest import Harness, failure_text, product_page
-from scrape_contracts_tests.fixture_site import FixtureSite
+from scrape_contracts_tests.fixture_site import FixtureSite, Request, Response
 from scrape_contracts_tests.readme import blocks_run_by, project_folder, run_blocks
 
 GZIP = {"Content-Type": "application/x-gzip"}
@@ -121,6 +122,55 @@ def test_a_sitemap_index_with_two_gzip_sitemaps_becomes_partitions_the_next_swee
     frame = read_accepted("shop")
     assert sorted(frame["sku"]) == ["BK-1", "BK-2", "BK-3"] and not frame["_gone"].any()
 
+
+
+def conditional(site: FixtureSite, path: str, body: bytes, headers: dict[str, str] | None = None) -> None:
+    """Serve ``body`` at ``path`` with an ETag, answering 304 to a request that names it (as web servers do)."""
+    etag = f'"{hashlib.sha256(body).hexdigest()[:12]}"'
+
+    def answer(request: Request) -> Response:
+        if request.headers.get("if-none-match") == etag:
+            return Response(304, b"", {"ETag": etag})
+        return Response(200, body, {"ETag": etag, **(headers or {})})
+
+    site.set_handler(path, answer)
+
+
+def test_unchanged_sitemaps_are_asked_for_conditionally_and_a_304_still_lists_their_targets(
+        sqlite_harness: Harness, site: FixtureSite) -> None:
+    harness = sqlite_harness
+    conditional(site, "/sitemap_index.xml", index([site.url("/sitemaps/a.xml.gz"),
+                                                   site.url("/sitemaps/b.xml.gz")]).encode())
+    conditional(site, "/sitemaps/a.xml.gz", gzip.compress(urlset(site, {"/p/1": None, "/p/2": None}).encode()),
+                GZIP)
+    conditional(site, "/sitemaps/b.xml.gz", gzip.compress(urlset(site, {"/p/3": None}).encode()), GZIP)
+    harness.write_product_contract("shop", dynamic=True, extra=discover_block(
+        f'  sitemaps: ["{site.url("/sitemap_index.xml")}"]\n'))
+    first = discover(harness, "shop")
+    assert first.success and metadata(first)["new"] == 3
+    assert all("if-none-match" not in r.headers for r in site.requests)
+
+    site.requests.clear()
+    again = discover(harness, "shop")
+
+    assert again.success, failure_text(again)
+    asked = [r for r in site.requests if r.path != "/robots.txt"]
+    assert sorted(r.path for r in asked) == ["/sitemap_index.xml", "/sitemaps/a.xml.gz", "/sitemaps/b.xml.gz"]
+    assert all(r.headers.get("if-none-match") for r in asked)  # each with the validator it was given
+    data = metadata(again)
+    assert (data["targets"], data["new"], data["gone"]) == (3, 0, 0)
+    [source] = data["sources"]
+    assert source["not_modified"] == 3 and source["complete"]
+
+    # one sitemap changes: only it is read in full, and what it no longer lists is gone
+    conditional(site, "/sitemaps/b.xml.gz", gzip.compress(urlset(site, {"/p/4": None}).encode()), GZIP)
+    site.requests.clear()
+    changed = discover(harness, "shop")
+    assert changed.success
+    data = metadata(changed)
+    assert (data["new"], data["gone"], data["sources"][0]["not_modified"]) == (1, 1, 2)
+    assert {t.url for t in harness.store.known_targets("shop").values() if t.gone_at is None} == \
+        {site.url(f"/p/{i}") for i in (1, 2, 4)}
 
 
 def test_a_robots_txt_as_a_source_is_read_for_its_sitemap_lines(sqlite_harness: Harness, site: FixtureSite) -> None:

@@ -8,13 +8,11 @@ so that target is counted, not scraped a second time, and the first attempt can 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from scrape_contracts.adapters import store as store_module
 from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.store import LostLease, ProjectStore
 from scrape_contracts.contract.loader import load_contracts
@@ -29,14 +27,9 @@ RUN = "run-1"
 MINUTE = dt.timedelta(minutes=1)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProjectStore]:
-    url = request.getfixturevalue("pg_database") if request.param == "postgres" else \
-        f"sqlite:///{tmp_path / 'store.db'}"
-    yield ProjectStore(url)
-    engine = store_module._engines.pop(url, None)
-    if engine is not None:
-        engine.dispose()
+@pytest.fixture
+def store(both_stores: ProjectStore) -> ProjectStore:
+    return both_stores
 
 
 def test_a_target_the_first_attempt_commits_late_is_counted_not_scraped_again(

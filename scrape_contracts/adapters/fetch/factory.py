@@ -153,10 +153,14 @@ def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, 
     # imported here: Playwright is only loaded by contracts that render pages
     from scrape_contracts.adapters.fetch.browser import AsyncBrowserFetcher, BrowserFetcher
 
+    proxies = proxy_endpoints(settings, environ)
+    if isinstance(proxies, str):
+        return MisconfiguredFetcher(proxies) if sync else InlineAsyncFetcher(MisconfiguredFetcher(proxies))
     options = dict(browser=settings.browser_settings, timeout_s=settings.timeout_s,
                    deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
                    max_redirects=settings.max_redirects, user_agent=settings.agent,
-                   allow_private_addresses=settings.allow_private_addresses, environ=environ)
+                   allow_private_addresses=settings.allow_private_addresses, environ=environ,
+                   proxies=proxies, sticky_proxy=settings.sticky, proxy_recheck_s=settings.proxy_recheck_s)
     browser = BrowserFetcher(**options) if sync else AsyncBrowserFetcher(max_pages=max_pages, **options)
     if settings.robots != "obey":
         return browser
@@ -164,7 +168,8 @@ def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, 
     robots = (HttpFetcher if sync else AsyncHttpFetcher)(
         timeout_s=settings.timeout_s, deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
         max_redirects=settings.max_redirects, retries=settings.retries, user_agent=settings.agent,
-        allow_private_addresses=settings.allow_private_addresses, robots_agent=settings.agent)
+        allow_private_addresses=settings.allow_private_addresses, robots_agent=settings.agent,
+        proxies=proxies, sticky_proxy=settings.sticky, proxy_recheck_s=settings.proxy_recheck_s)  # none around them
     return RobotsChecked(browser, robots) if sync else AsyncRobotsChecked(browser, robots)
 
 

@@ -38,7 +38,7 @@ from sqlalchemy.exc import DBAPIError
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD = "0014_repair_proposals"
+HEAD = "0015_discovery_pages"
 PREVIOUS_RELEASE = "0001"  # the schema of the releases before migrations
 # Revision ids are never reused (test_migration_ids.py holds every file's hash). These were used by an
 # intermediate commit for a migration that its merge renumbered: a store at one has the schema of the

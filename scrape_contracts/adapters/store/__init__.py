@@ -33,6 +33,7 @@ from scrape_contracts.adapters.store.errors import (
     AlreadyAccepted, LeaseLost, LostLease, NothingToReview, SelectorConflict, StaleCandidate, StoreError,
     StoreGone, StoreNotFound, StoreTooNew, StoreUnavailable, Superseded, TargetBusy, busy_message, unavailable, unreachable,
 )
+from scrape_contracts.adapters.store.discovery_pages import DiscoveryPagesMixin
 from scrape_contracts.adapters.store.leases import LeaseGrant, LeasesMixin
 from scrape_contracts.adapters.store.provider_jobs import (
     INDETERMINATE_PAUSE, Budget, BudgetSpent, NothingToReconcile, ProviderJob, ProviderJobsMixin, Spend,
@@ -50,7 +51,8 @@ from scrape_contracts.adapters.store.views import VIEW_SCHEMA, AcceptedViewsMixi
 
 
 class ProjectStore(CandidatesMixin, ReviewMixin, SelectorsMixin, PartitionStateMixin, TargetsMixin,
-                   DiscoveredTargetsMixin, LeasesMixin, ProviderJobsMixin, RepairsMixin, AcceptedViewsMixin):
+                   DiscoveredTargetsMixin, DiscoveryPagesMixin, LeasesMixin, ProviderJobsMixin, RepairsMixin,
+                   AcceptedViewsMixin):
     """The project store at one SQLAlchemy URL (its schema created or upgraded on first open)."""
 
 

@@ -6,17 +6,26 @@ absolute-form requests, HTTPS and WebSockets as ``CONNECT`` tunnels). Each reque
 same ``AddressGuard`` as the http adapter and connected to the addresses the guard checked (never to a
 fresh DNS answer, so DNS rebinding cannot slip past), or refused with a 403 and recorded. One proxy serves
 one page render, so its refusals and byte count belong to that page.
+
+With an ``upstream`` (one of the contract's ``fetch.proxies``, chosen for the render), each request the
+guard allows goes on through that forward proxy instead of straight to the site, as the http adapter's do:
+tunnels as a ``CONNECT`` to it, plain HTTP in absolute form, with its credentials (``Proxy-Authorization``,
+never shown). The guard still checks the target first; the only connection made is to the proxy, which the
+contract names. ``upstream_fault`` says why the proxy failed a request (the first such), for its health.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from scrape_contracts.adapters.fetch.urls import redact_url
 from scrape_contracts.adapters.netguard import OPT_IN_HINT, AddressBlocked, AddressGuard, ResolutionFailed
+from scrape_contracts.adapters.proxies import ProxyEndpoint
 
 MAX_HEAD_BYTES = 64 * 1024
 _PIPE_CHUNK = 64 * 1024
@@ -48,8 +57,11 @@ class GuardProxy:
     ``proxy.server``. ``refusals`` lists the requests refused, ``received`` counts the bytes the origins
     sent; past ``max_transfer_bytes`` every connection is cut and ``over_limit`` is set."""
 
-    def __init__(self, guard: AddressGuard, max_transfer_bytes: int, connect_timeout_s: float) -> None:
+    def __init__(self, guard: AddressGuard, max_transfer_bytes: int, connect_timeout_s: float, *,
+                 upstream: ProxyEndpoint | None = None, tls: ssl.SSLContext | None = None) -> None:
         self._guard = guard
+        self.upstream, self._tls = upstream, tls
+        self.upstream_fault: str | None = None
         self.max_transfer_bytes = max_transfer_bytes
         self.connect_timeout_s = connect_timeout_s
         self.refusals: list[Refusal] = []
@@ -110,15 +122,20 @@ class GuardProxy:
             host, port, path = _split_absolute(target)
             headers = [line for line in rest.split(b"\r\n")
                        if line and not line.lower().startswith(_PROXY_HEADERS)]
-            forward = (f"{method} {path} {version}\r\n".encode("latin-1")
-                       + b"".join(line + b"\r\n" for line in headers) + b"Connection: close\r\n\r\n")
+            # to a forward proxy the absolute form (it connects to the site); to the site, the origin form
+            start = f"{method} {target if self.upstream else path} {version}\r\n".encode("latin-1")
+            forward = (start + b"".join(line + b"\r\n" for line in headers) + self._authorization()
+                       + b"Connection: close\r\n\r\n")
         addresses = await self._allowed(url, label)
         if addresses is False:
             writer.write(b"HTTP/1.1 403 Forbidden\r\n" + REFUSED_HEADER.encode() + b": refused\r\n"
                          b"Content-Length: 0\r\nConnection: close\r\n\r\n")
             await writer.drain()
             return
-        upstream = await self._connect(addresses or (host.strip("[]"),), int(port))
+        if self.upstream is not None:
+            upstream = await self._through_upstream(target if method == "CONNECT" else None)
+        else:
+            upstream = await self._connect(addresses or (host.strip("[]"),), int(port))
         if upstream is None:
             writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             await writer.drain()
@@ -155,6 +172,53 @@ class GuardProxy:
             except (OSError, asyncio.TimeoutError):
                 continue
         return None
+
+    def _authorization(self) -> bytes:
+        proxy = self.upstream
+        if proxy is None or proxy.username is None or proxy.password is None:
+            return b""
+        token = base64.b64encode(f"{proxy.username}:{proxy.password}".encode()).decode("ascii")
+        return f"Proxy-Authorization: Basic {token}\r\n".encode("ascii")
+
+    async def _through_upstream(self, tunnel: str | None
+                                ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection to the upstream proxy; for ``tunnel`` (``host:port``), one its CONNECT opened."""
+        from urllib.parse import urlsplit
+
+        assert self.upstream is not None
+        parts = urlsplit(self.upstream.url)
+        secure = parts.scheme == "https"
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                parts.hostname, parts.port or (443 if secure else 80),
+                ssl=(self._tls or ssl.create_default_context()) if secure else None), self.connect_timeout_s)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
+            self._upstream_failed(f"could not be reached ({type(exc).__name__}: {exc})")
+            return None
+        if tunnel is None:
+            return reader, writer
+        writer.write(f"CONNECT {tunnel} HTTP/1.1\r\nHost: {tunnel}\r\n".encode("latin-1")
+                     + self._authorization() + b"\r\n")
+        try:
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.connect_timeout_s)
+            status = int(head.split(b" ", 2)[1])
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                ValueError, IndexError):
+            status = 0
+        if status == 200:
+            return reader, writer
+        writer.close()
+        if status == 407:
+            self._upstream_failed("answered 407 Proxy Authentication Required (check the environment "
+                                  "variables its username_env and password_env name)")
+        else:
+            self._upstream_failed(f"refused the tunnel to {tunnel}" + (f" ({status})" if status else ""))
+        return None
+
+    def _upstream_failed(self, why: str) -> None:
+        if self.upstream_fault is None:
+            self.upstream_fault = why
 
     async def _pipe(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, count: bool) -> None:
         try:

@@ -5,6 +5,12 @@ pages render at once, each in a fresh browser context (no cookies or storage sha
 behind a guard proxy of its own. A render: load the page, optionally wait for the network to go quiet,
 click the contract's click steps, wait for ``wait_for``, then read the DOM as HTML. Every failure is a
 ``FetchError`` whose message says what to change, as with the http adapter.
+
+With ``fetch.proxies``, each render goes through one proxy of the pool (adapters/proxies.py: rotation by
+health, sticky per site host with ``sticky``, quarantine and re-check), chosen when the render starts: the
+page and everything it loads leave from one address, as a person's browser would. What the render came to
+is the proxy's health: a proxy that could not be reached, refused the tunnel or asked for credentials (407)
+is its fault, not the site's.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from scrape_contracts.adapters.fetch import messages
@@ -24,6 +30,8 @@ from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, FetchError, 
 from scrape_contracts.adapters.fetch.policy import RETRY_STATUSES
 from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
 from scrape_contracts.adapters.netguard import AddressGuard
+from scrape_contracts.adapters.proxies import Fault, ProxyChoice, ProxyEndpoint, ProxyPool
+from scrape_contracts.adapters.robots import host_key
 
 if TYPE_CHECKING:
     from scrape_contracts.contract.fetch import BrowserSettings, ClickStep
@@ -68,6 +76,13 @@ class _Inflight:
         return False
 
 
+class _ProxyFailed(Exception):
+    """A render the upstream proxy failed (its fault for the pool): carries the FetchError to raise."""
+
+    def __init__(self, error: FetchError) -> None:
+        self.error = error
+
+
 class AsyncBrowserFetcher(AsyncClosesOnExit):
     """Renders pages in Chromium from many tasks of one event loop; ``await aclose()`` stops the browser."""
 
@@ -84,6 +99,9 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         max_pages: int | None = None,
         environ: Mapping[str, str] | None = None,
         user_agent: str | None = None,
+        proxies: Sequence[ProxyEndpoint] = (),
+        sticky_proxy: bool = False,
+        proxy_recheck_s: float = 30.0,
     ) -> None:
         self.settings = browser
         self.timeout_s = timeout_s
@@ -101,6 +119,11 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         self._lock: asyncio.Lock | None = None
         self._slots: asyncio.Semaphore | None = None
         self.launches = 0  # browser processes started (tests check that a run shares one)
+        self.proxies = ProxyPool(proxies, sticky=sticky_proxy, recheck_s=proxy_recheck_s) if proxies else None
+
+    def proxy_health(self) -> list[dict[str, object]]:
+        """Each proxy's health so far (no credential), as the http fetchers give it."""
+        return self.proxies.health() if self.proxies is not None else []
 
     def __repr__(self) -> str:
         return (f"AsyncBrowserFetcher(wait_for={self.settings.wait_for!r}, "
@@ -175,8 +198,26 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                     kind="timeout", url=safe_url, transient=True) from None
 
     async def _render(self, browser: Any, url: str, safe_url: str, started: float) -> Page:
+        choice = self.proxies.choose(host_key(url)) if self.proxies is not None else None
+        upstream = self.proxies.endpoint(choice.name) if self.proxies is not None and choice else None
+        fault = Fault.NONE
+        try:
+            page = await self._render_through(browser, url, safe_url, started, choice, upstream)
+        except _ProxyFailed as failed:
+            fault = Fault.HARD
+            raise failed.error from None
+        except asyncio.CancelledError:  # the deadline: a slow proxy, or a slow site behind it
+            fault = Fault.SOFT
+            raise
+        finally:
+            if choice is not None and self.proxies is not None:
+                self.proxies.report(choice, fault, time.monotonic() - started)
+        return page
+
+    async def _render_through(self, browser: Any, url: str, safe_url: str, started: float,
+                              choice: ProxyChoice | None, upstream: ProxyEndpoint | None) -> Page:
         max_transfer = self.max_bytes * TRANSFER_FACTOR
-        async with GuardProxy(self._guard, max_transfer, self.timeout_s) as proxy:
+        async with GuardProxy(self._guard, max_transfer, self.timeout_s, upstream=upstream) as proxy:
             # <-loopback>: Chromium sends requests for localhost past any proxy unless told otherwise
             options: dict[str, Any] = {"proxy": {"server": proxy.server, "bypass": "<-loopback>"},
                                        "service_workers": "block", "accept_downloads": False}
@@ -194,7 +235,16 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                 await self._settle(page, inflight, safe_url)
                 html = await page.content()
                 final_url = page.url
-            except FetchError:
+            except FetchError as error:
+                if proxy.upstream_fault is not None and choice is not None:
+                    raise _ProxyFailed(FetchError(
+                        f"GET {safe_url} failed: proxy {choice.name} {proxy.upstream_fault}", kind="connection",
+                        url=safe_url, transient=True)) from None
+                if choice is not None and error.status == 407:  # a plain-HTTP page: the proxy's own answer
+                    raise _ProxyFailed(FetchError(
+                        f"GET {safe_url} failed: proxy {choice.name} answered 407 Proxy Authentication Required "
+                        "(check the environment variables its username_env and password_env name)",
+                        kind="connection", url=safe_url, transient=True)) from None
                 if not proxy.over_limit:
                     raise
                 html, final_url, response = "", url, None  # cut off by the proxy: reported below
@@ -224,6 +274,8 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         attempt = {"attempt": 1, "status": status, "error": None, "waited_s": 0.0, "adapter": "browser",
                    "bytes_received": proxy.received,
                    "requests_refused": [r.as_dict() for r in proxy.refusals]}
+        if choice is not None:
+            attempt["proxy"] = choice.name
         return Page(url=redact_url(final_url), requested_url=safe_url, status=status, html=html,
                     sha256=hashlib.sha256(body).hexdigest(), headers=headers,
                     elapsed_s=time.monotonic() - started, encoding="utf-8", attempts=(attempt,))

@@ -1,0 +1,52 @@
+"""The browser adapter through the contract's forward proxies, in the real system Chromium: a page and what it
+loads leave through one proxy of the pool, with its credentials; a proxy that cannot be reached fails the
+render as the proxy's fault (named, retried elsewhere) and is quarantined. Asserted from the proxy's and the
+site's logs."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+
+from scrape_contracts.adapters.fetch import FetchError
+from scrape_contracts.adapters.fetch.browser import BrowserFetcher
+from scrape_contracts.adapters.proxies import ProxyEndpoint
+from scrape_contracts.contract.fetch import BrowserSettings
+from scrape_contracts_tests.browser_site import require_chromium
+from scrape_contracts_tests.fixture_site import FixtureSite
+from scrape_contracts_tests.proxy_site import ForwardProxy, refused_port
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("browser_fetch")]
+
+PASSWORD = "s3cret-proxy-pass"
+PAGE = '<html><body><h1 id="t">Dune</h1><img src="/cover.png"></body></html>'
+
+
+def test_a_render_goes_through_one_proxy_with_its_credentials_and_a_dead_one_is_its_own_fault() -> None:
+    require_chromium()
+    with FixtureSite() as shop, ForwardProxy("good", credentials=("scraper", PASSWORD)) as good:
+        shop.set_page("/book", PAGE)
+        shop.set_page("/cover.png", b"\x89PNG\r\n", headers={"Content-Type": "image/png"})
+        down = ProxyEndpoint("down", f"http://127.0.0.1:{refused_port()}")
+        fetcher = BrowserFetcher(browser=BrowserSettings(), timeout_s=5, deadline_s=30, max_bytes=200_000,
+                                 allowed_hosts=[urlsplit(shop.base_url).netloc],
+                                 proxies=[down, ProxyEndpoint("good", good.url, "scraper", PASSWORD)])
+        try:
+            with pytest.raises(FetchError) as failed:
+                fetcher.fetch(shop.url("/book"))  # the pool's first: the contract's order
+            assert shop.requests == []  # nothing went around the proxies
+            page = fetcher.fetch(shop.url("/book"))  # the dead one is quarantined: the other carries it
+            health = {h["proxy"]: h for h in fetcher.fetcher.proxy_health()}
+        finally:
+            fetcher.close()
+
+    assert "proxy down could not be reached" in str(failed.value) and failed.value.transient
+    assert PASSWORD not in str(failed.value)
+    assert "Dune" in page.html and page.proxy == "good"
+    carried = good.carried()
+    assert {shop.url("/book"), shop.url("/cover.png")} <= {c.url for c in carried}  # the page and its image
+    assert all(c.authorized for c in carried)  # each with the proxy's credentials
+    assert len(shop.requests) == len(carried)  # every request the site saw came through the proxy
+    assert health["down"]["quarantined"] and not health["good"]["quarantined"]
+    assert PASSWORD not in repr(health)

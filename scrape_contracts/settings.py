@@ -77,6 +77,12 @@ def lease_seconds() -> float | None:
     return _positive_float("SCRAPE_CONTRACTS_LEASE_SECONDS", 0.0) if raw else None
 
 
+def db_outage_seconds() -> float:
+    """How long a process waits for a PostgreSQL project store that answered before and then went away
+    (``SCRAPE_CONTRACTS_DB_OUTAGE_SECONDS``; docs/multihost.md) before its work fails; keep it below the lease."""
+    return _positive_float("SCRAPE_CONTRACTS_DB_OUTAGE_SECONDS", 60.0)
+
+
 def engine_limits() -> Limits:
     """Bounds on regex, selector and heal work (``engine.limits``; docs/limits.md)."""
     from scrape_contracts.engine.limits import SETTINGS, Limits

@@ -26,11 +26,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from scrape_contracts.adapters.store.outages import failing_at_once
+
+    args = build_parser().parse_args(argv)
+    with failing_at_once():  # a command says a database gone at once; workers and runs wait (outages.py)
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     from scrape_contracts.adapters.store import StoreError
     from scrape_contracts.service.accepted import AcceptedDataError
     from scrape_contracts.cli.common import unreachable
 
-    args = build_parser().parse_args(argv)
     logging.getLogger().addFilter(_quiet_database_retries)
     stderr, sys.stderr = sys.stderr, _WithoutEventLogFailures(sys.stderr)
     try:

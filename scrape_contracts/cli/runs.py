@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -260,8 +261,50 @@ def _print_summary(contract: str, runs: list) -> int:
     _print_not_fetched(contract, not_fetched)
     bad = [r for r in runs if r.status != dg.DagsterRunStatus.SUCCESS]
     for run in bad:
-        print(f"run {run.run_id} ended {run.status.value}: see it in the Dagster UI (Runs) for the failed step")
+        lost = database_loss(_failure_texts(run.run_id))
+        if lost is not None:
+            print(f"run {run.run_id} ended {run.status.value}: {lost}; run the sweep again once the database "
+                  "answers (a new --idempotency-key, or none): what was recorded is kept, nothing is accepted twice")
+        else:
+            print(f"run {run.run_id} ended {run.status.value}: see it in the Dagster UI (Runs) for the failed step")
     return 1 if bad or not_fetched else 0
+
+
+# how a step that lost the database says so, first ours (adapters/store/outages.py), then the driver's
+_GONE = re.compile(r"the project store at \S+ was unreachable for \d+ s: [^\n;]*")
+_REFUSED = re.compile(r'connection to server at "([^"]+)", port (\d+) failed: ([^\n]*)')
+_BROKEN = ("server closed the connection unexpectedly", "connection already closed",
+           "too many retries for DB connection")
+
+
+def database_loss(texts: list[str]) -> str | None:
+    """One line for a run whose step failed because its worker lost the database, from the failure texts of
+    the run's events (a worker's own step failure could not be written: its traceback reaches the run's
+    failure through the executor); None for any other failure."""
+    for pattern in (_GONE, _REFUSED):
+        for text in texts:
+            found = pattern.search(text)
+            if found and pattern is _GONE:
+                return found.group(0)
+            if found:
+                host, port, why = found.groups()
+                return f"a worker could not reach the database at {host}:{port}: {why.strip()}"
+    for text in texts:
+        if any(mark in text for mark in _BROKEN):
+            return "a worker lost its connection to the database (server closed the connection)"
+    return None
+
+
+def _failure_texts(run_id: str) -> list[str]:
+    import dagster as dg
+
+    failures = {dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.STEP_FAILURE}
+    texts = []
+    for entry in common.instance().all_logs(run_id, of_type=failures):
+        event = entry.dagster_event
+        error = getattr(event.event_specific_data, "error", None) if event is not None else None
+        texts.append(f"{entry.message}\n{error.to_string() if error is not None else ''}")
+    return texts
 
 
 # what the pages' folder says when it is full (ENOSPC), however the fetch reported it

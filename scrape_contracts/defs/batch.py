@@ -26,6 +26,7 @@ from pydantic import Field
 from scrape_contracts import settings
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.adapters.store import REVIEW_PAUSE, Candidate, ProjectStore
+from scrape_contracts.adapters.store.outages import disconnects, waiting_from_the_first
 from scrape_contracts.defs import provider
 from scrape_contracts.defs.assets import accepted_metadata, stage_description, target_state_observation
 from scrape_contracts.defs.names import (
@@ -146,15 +147,19 @@ QUIET_CONFIG = {"loggers": {"console": {}}}
 # Dagster's PostgreSQL storages open a new connection (a new server process) for each write: two per
 # materialisation, the larger part of its cost on both sides (docs/performance.md). A batched run's process
 # holds a small pool instead, through the same public instance method Dagster's webserver calls for its
-# --db-pool-* options (SQLite storages ignore it). Once per instance: a second call would leave the first
-# pool's connections open. They close with the instance's process (a run worker, the CLI).
-_HOLDING: weakref.WeakSet[dg.DagsterInstance] = weakref.WeakSet()
+# --db-pool-* options (SQLite storages ignore it). Once per instance (a second call would leave the first
+# pool's connections open), and again after the project store saw its connections broken or waited for the
+# database (adapters/store/outages.py): the pool's connection is then most likely dead too, its pool pings
+# nothing before use, and the first event written on it after the database came back would fail the step.
+# They close with the instance's process (a run worker, the CLI).
+_HOLDING: weakref.WeakKeyDictionary[dg.DagsterInstance, int] = weakref.WeakKeyDictionary()
 
 
 def hold_connections(instance: dg.DagsterInstance) -> None:
-    if instance not in _HOLDING:
+    seen = disconnects()
+    if _HOLDING.get(instance) != seen:
         instance.optimize_for_webserver(statement_timeout=0, pool_recycle=3600, max_overflow=10)
-        _HOLDING.add(instance)
+        _HOLDING[instance] = seen
 
 
 @dataclass(frozen=True)
@@ -239,6 +244,7 @@ def scrape_chunk(context: dg.OpExecutionContext, loaded: LoadedContract, targets
     progress = BatchStats()  # this thread's count: the runner's own is written by the thread that commits
     # the next chunk is committed (service/batch.py) while this one's events are written (service/ahead.py)
     for chunk in ahead(runner.run(targets), name=f"{name}-commits"):
+        hold_connections(context.instance)  # renewed when the database was gone meanwhile
         materialisations: list[Any] = []
         if failed_before is None:
             failed_before = project_store.failed_checks(name, [t.partition for t in targets])
@@ -354,7 +360,8 @@ def scrape_targets(context: dg.OpExecutionContext, loaded: LoadedContract, confi
     """The events of one batch of ``loaded``'s targets in one step: what the batch op yields (the dead
     letters' replay too)."""
     hold_connections(context.instance)
-    project_store = store.get()
+    with waiting_from_the_first():  # a batch may start just as the database goes away: it waits for it
+        project_store = store.get()
     plan, events = plan_batch(context, loaded, config, project_store)
     yield from events
     context.log.info(f"scraping {len(plan.targets)} target(s) of {loaded.contract.name} "

@@ -32,7 +32,12 @@ from scrape_contracts.defs.io_managers import RUN_EVENTS_IO_MANAGER as IO_MANAGE
 from scrape_contracts.defs.leases import chunk_ended, chunk_holder
 from scrape_contracts.defs.names import batch_job_name, scrape_pool
 from scrape_contracts.defs.resources import FetchResource, PageStoreResource, ProjectStoreResource
+from scrape_contracts.adapters.store import StoreGone, StoreUnavailable
+from scrape_contracts.adapters.store.outages import waiting_from_the_first
 from scrape_contracts.service.batch import BatchTarget
+
+
+RESUMES = 3  # a chunk goes on after this many statements broken by the database going away, then fails
 
 
 def deal(targets: list[BatchTarget], chunks: int) -> list[list[BatchTarget]]:
@@ -78,17 +83,31 @@ def build_chunked_batch_job(loaded: LoadedContract, scale: Scale) -> dg.JobDefin
                          fetcher: FetchResource) -> Iterator[Any]:
         """Scrape one chunk of the run's targets; each target's outcome is recorded on its own partition."""
         hold_connections(context.instance)
-        project_store = store.get()
+        with waiting_from_the_first():  # a chunk may start just as the database goes away: it waits for it
+            project_store = store.get()
         targets = [BatchTarget(partition, url) for partition, url in chunk]
         holder = chunk_holder(context.run.run_id, context.get_mapping_key() or "chunk", uuid.uuid4().hex[:8])
         context.log.info(f"scraping {len(targets)} target(s) of {name} as {holder}")
-        tally = yield from scrape_chunk(
-            context, loaded, targets, BatchPlan(targets, [], bool(plan["forced"])),
-            BatchConfig(reextract=bool(plan["reextract"])), project_store,
-            artifacts, fetcher, holder=holder, ended=chunk_ended(context.instance, holder),
-            # a chunk the executor hands out again (its worker lost, an ack lost with the broker) finds the
-            # targets an earlier attempt recorded: counted, not scraped a second time
-            skip_recorded=True)
+        for resumed in range(RESUMES + 1):
+            try:
+                tally = yield from scrape_chunk(
+                    context, loaded, targets, BatchPlan(targets, [], bool(plan["forced"])),
+                    BatchConfig(reextract=bool(plan["reextract"])), project_store,
+                    artifacts, fetcher, holder=holder, ended=chunk_ended(context.instance, holder),
+                    # a chunk the executor hands out again (its worker lost, an ack lost with the broker) finds
+                    # the targets an earlier attempt recorded: counted, not scraped a second time
+                    skip_recorded=True)
+                break
+            except StoreUnavailable as down:
+                # a statement the database's going away broke mid-way (a wait for it that ran out is StoreGone):
+                # once it answers (this read waits for it, as any connection does) the chunk goes on under the
+                # same holder, its leases still its own; what it committed is left out as an earlier attempt's
+                if isinstance(down, StoreGone) or resumed == RESUMES:
+                    raise
+                project_store.lease(name, targets[0].partition)
+                hold_connections(context.instance)  # the database is back: Dagster's held connection renewed
+                context.log.warning(f"{down}; the database answers again: the chunk goes on with the targets it "
+                                    "has not recorded")
         yield dg.Output(asdict(tally), metadata=carried(asdict(tally)))
 
     @dg.op(name=f"{name}_batch_summary", tags=tags, out={})

@@ -10,7 +10,11 @@ faults need (docs/scale.md, Beyond one machine) are merged under whatever the us
   killed mid-chunk leaves it with the broker, which hands it to another worker;
 - a short ``broker_heartbeat``: a frozen worker (SIGSTOP, a host cut off) is seen gone within seconds and its
   chunk handed on (the new attempt's lease tokens refuse the frozen one's commits, defs/leases.py);
-- ``worker_prefetch_multiplier`` 1: a worker holds no chunk it has not started, so none waits behind a long one.
+- ``worker_prefetch_multiplier`` 1: a worker holds no chunk it has not started, so none waits behind a long one;
+- ``task_annotations``: a step task that failed because its worker lost the database (Dagster could not even
+  write the step's failure there, or its failure came from the database gone) is tried again later on any
+  worker (``celery_retries.py``), rather than failing the run; the chunk's new attempt leaves out what the
+  earlier one recorded.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ FAULT_SETTINGS: Mapping[str, Any] = {
     "task_reject_on_worker_lost": True,
     "broker_heartbeat": 10,
     "worker_prefetch_multiplier": 1,
+    "task_annotations": "scrape_contracts.defs.celery_retries.RetryWhenTheDatabaseIsGone",
 }
 
 

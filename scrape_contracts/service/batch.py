@@ -34,8 +34,9 @@ from typing import Any
 from scrape_contracts.adapters.pages import PageStore
 from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
 from scrape_contracts.adapters.store.host_budgets import budgets_url_for
+from scrape_contracts.adapters.store.outages import waiting
 from scrape_contracts.adapters.store import (
-    Candidate, LeaseLost, LostLease, ProjectStore, StoreUnavailable, unavailable,
+    Candidate, LeaseLost, LostLease, ProjectStore, StoreGone, StoreUnavailable, unavailable,
 )
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.engine.outcome import Outcome
@@ -181,14 +182,15 @@ class BatchRunner:
 
         for index in range(count):
             job = ParseJob(index, self.loaded, self.artifacts.location, self._selectors, self.force, earlier,
-                           environ)
+                           environ, waits_for_database=waiting())
             start(worker_main, (job, fetched, results, self._controls[index], owner))
         # one fetching process for the run: each site host's budget is whole, whatever the targets' order
         fetch_job = FetchJob(count, self.loaded, self.fetch_settings, self.artifacts.location, tuple(targets),
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
                              self._selectors, self._connections(targets), count, self.force, pages, self.jobs,
-                             budgets_url_for(self.store.engine), environ, self._proxy_book())
+                             budgets_url_for(self.store.engine), environ, self._proxy_book(),
+                             waits_for_database=waiting())
         start(fetch_main, (fetch_job, fetched, results, owner))
         if owner is not None:
             owner.close()  # the workers have their copies; this process keeps only the write end
@@ -298,6 +300,8 @@ class BatchRunner:
             recorded = iter(gate.record_results(fenced, results, self.run_id, self.loaded) if results else [])
             lost = self.leases.record_failures([(i.target.partition, i.failure.message) for i in items
                                                 if i.failure is not None])
+        except StoreGone as exc:  # waited for the database (adapters/store/outages.py): its reason says it all
+            raise StoreGone(f"{exc} — stopped after {self.stats.total} target(s) were committed") from None
         except Exception as exc:
             down = unavailable(exc, self.store.engine.url.render_as_string(hide_password=True))
             if down is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from scrape_contracts.adapters.store.outages import as_the_run_does
 from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.fetch.pace import AsyncPacer, HostLimits, limits_for
 from scrape_contracts.adapters.store import SelectorVersion
@@ -56,6 +57,7 @@ class FetchJob:
     budgets_url: str | None = None
     environ: dict[str, str] | None = None  # the run's environment (batch_worker.adopt_environment)
     proxy_book: Any = None  # where the proxies' health lasts between runs (adapters/fetch/proxy_book.py)
+    waits_for_database: bool = True  # as the run does (adapters/store/outages.py)
 
 
 def fetch_main(job: FetchJob, pages: Any, results: Any, owner: Any = None) -> None:
@@ -64,6 +66,7 @@ def fetch_main(job: FetchJob, pages: Any, results: Any, owner: Any = None) -> No
     watch_owner(owner)
     if owner is not None:  # a process of its own (a thread shares the run's environment)
         adopt_environment(job.environ)
+        as_the_run_does(job.waits_for_database)
     error = None
     fetching = Fetching(job, pages)
     try:

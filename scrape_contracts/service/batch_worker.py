@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from scrape_contracts.adapters.store.outages import as_the_run_does
 from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.store import (
     LostLease,
@@ -63,6 +64,7 @@ class ParseJob:
     force: bool = False  # no unchanged shortcut: every page extracted again
     earlier: dict[str, tuple[str, ...]] = field(default_factory=dict)  # selectors of earlier versions
     environ: dict[str, str] | None = None  # the run's environment (``adopt_environment``)
+    waits_for_database: bool = True  # as the run does (adapters/store/outages.py)
 
 
 # ---- the parse workers: each takes pages as it is free ---------------------------------------------------
@@ -110,6 +112,7 @@ def worker_main(job: ParseJob, pages: Any, results: Any, control: Any, owner: An
     watch_owner(owner)
     if owner is not None:  # a process of its own (a thread shares the run's environment)
         adopt_environment(job.environ)
+        as_the_run_does(job.waits_for_database)
     try:
         Parser(job, results, control).run(pages)
     except BaseException as exc:  # noqa: BLE001 (reported to the run, which records the targets as failed)

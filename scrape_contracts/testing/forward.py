@@ -9,7 +9,10 @@ let it go), so a killed test leaves no relay behind.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 _CHUNK = 1 << 16
 
@@ -62,6 +65,21 @@ async def _main(pairs: list[str]) -> None:
     await closed
     for server in servers:
         server.close()
+
+
+def start(listen: str, to: str) -> subprocess.Popen:
+    """A relay process from ``listen`` to ``to`` (``host:port`` each), once it listens. Killing it is a server
+    gone away for its clients (their connections end, new ones are refused); ``start`` again brings it back."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")])}
+    relay = subprocess.Popen([sys.executable, "-m", "scrape_contracts.testing.forward", f"{listen}={to}"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    assert relay.stdout is not None
+    if relay.stdout.readline().strip() != "listening":
+        relay.kill()
+        relay.wait(10)
+        raise RuntimeError(f"the relay {listen} -> {to} did not start")
+    return relay
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scrape_contracts.testing import forward
+
 FAMILY = "scn"  # every name this module makes starts with it; then the owner's pid (6 hex digits), a counter
 SUBNETS = "10.213.{}.0/24"  # X in 1..254: the first one no interface of the machine is on
 WORKER_OFFSET = 11  # host a is .11, b .12, ...
@@ -210,21 +212,9 @@ def stopped(pid: int) -> bool:
         return False
 
 
-def _with_package_on_path() -> dict[str, str]:
-    package_root = str(Path(__file__).resolve().parents[2])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")])}
-
-
 def _forward(gateway: str, port: int) -> subprocess.Popen:
     """A relay from ``gateway:port`` to 127.0.0.1 (one process per port, so one server can be cut)."""
-    relay = subprocess.Popen(
-        [sys.executable, "-m", "scrape_contracts.testing.forward", f"{gateway}:{port}=127.0.0.1:{port}"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_with_package_on_path())
-    assert relay.stdout is not None
-    if relay.stdout.readline().strip() != "listening":
-        relay.kill()
-        raise RuntimeError(f"the forwarder of port {port} did not start")
-    return relay
+    return forward.start(f"{gateway}:{port}", f"127.0.0.1:{port}")
 
 
 def _pids(netns: str) -> list[int]:

@@ -12,6 +12,7 @@ from sqlalchemy.exc import DBAPIError
 from scrape_contracts.adapters.pages.base import PageStorageError, checked_sha, compressed, decompressed, encoded
 from scrape_contracts.adapters.schema import pages as pages_table
 from scrape_contracts.adapters.store import ProjectStore, shown_url, unavailable
+from scrape_contracts.adapters.store.outages import again_if_broken
 
 _DELETE_AT_ONCE = 500  # pages per DELETE: well under SQLite's limit on bound parameters
 _DISK_FULL = "53100"  # PostgreSQL's SQLSTATE disk_full
@@ -33,22 +34,29 @@ class DatabasePages:
         data, sha = encoded(html)
         now = self.clock()
         table = pages_table
-        try:
+
+        def store() -> None:
             with self.engine.begin() as conn:
                 # fetched again: fresh for ``prune``'s grace period, so a run storing it now never loses it
                 if conn.execute(sa.update(table).where(table.c.sha256 == sha).values(stored_at=now)).rowcount:
-                    return sha
+                    return
                 conn.execute(_insert_or_touch(self.engine).values(sha256=sha, body=compressed(data),
                                                                    stored_at=now)
                              .on_conflict_do_update(index_elements=[table.c.sha256], set_={"stored_at": now}))
+
+        try:
+            again_if_broken(store)  # stored twice is stored once: the database gone mid-way is waited for
         except DBAPIError as exc:
             raise self._error(exc) from None
         return sha
 
     def get(self, sha256: str) -> str | None:
-        with self.engine.connect() as conn:
-            blob = conn.execute(sa.select(pages_table.c.body)
-                                .where(pages_table.c.sha256 == checked_sha(sha256))).scalar()
+        def read() -> object:
+            with self.engine.connect() as conn:
+                return conn.execute(sa.select(pages_table.c.body)
+                                    .where(pages_table.c.sha256 == checked_sha(sha256))).scalar()
+
+        blob = again_if_broken(read)
         return None if blob is None else decompressed(bytes(blob))
 
     def exists(self, sha256: str) -> bool:

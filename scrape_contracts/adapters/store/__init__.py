@@ -31,7 +31,7 @@ from scrape_contracts.adapters.store.discovered import (
 from scrape_contracts.adapters.store.engines import new_engine, open_engines, schema_state, shown_url, upgrade_schema
 from scrape_contracts.adapters.store.errors import (
     AlreadyAccepted, LeaseLost, LostLease, NothingToReview, SelectorConflict, StaleCandidate, StoreError,
-    StoreNotFound, StoreTooNew, StoreUnavailable, Superseded, TargetBusy, busy_message, unavailable, unreachable,
+    StoreGone, StoreNotFound, StoreTooNew, StoreUnavailable, Superseded, TargetBusy, busy_message, unavailable, unreachable,
 )
 from scrape_contracts.adapters.store.discovery_pages import DiscoveryPagesMixin
 from scrape_contracts.adapters.store.leases import LeaseGrant, LeasesMixin
@@ -89,8 +89,9 @@ __all__ = [
     "CandidateStatus", "Decision", "DiscoveryChanges", "FoundTarget", "KnownTarget", "Lease", "LeaseGrant",
     "LeaseLost", "LostLease", "NewCandidate",
     "NothingToReview", "OperationalError", "PartitionState", "ProjectStore", "RecordedCandidate", "Review",
-    "SelectorConflict", "SelectorSource", "SelectorVersion", "StaleCandidate", "StoreError", "StoreNotFound",
-    "StoreTooNew", "StoreUnavailable", "StoredProxyHealth", "Superseded", "TargetBusy", "accepted", "busy_message", "candidates",
+    "SelectorConflict", "SelectorSource", "SelectorVersion", "StaleCandidate", "StoreError", "StoreGone",
+    "StoreNotFound", "StoreTooNew", "StoreUnavailable", "StoredProxyHealth", "Superseded", "TargetBusy", "accepted",
+    "busy_message", "candidates",
     "carried_over", "existing_store", "metadata", "new_engine", "reviews", "schema_state", "shown_url",
     "unavailable", "unreachable", "upgrade_schema",
 ]

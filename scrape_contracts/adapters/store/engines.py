@@ -13,8 +13,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from scrape_contracts import settings
 from scrape_contracts.adapters import migrations
 from scrape_contracts.adapters.store.errors import StoreTooNew, unavailable
+from scrape_contracts.adapters.store.outages import wait_out_outages
 from scrape_contracts.adapters.store.rows import Lease, utc_now
 
 # one engine per store URL in this process, opened once (the package's existing_store asks it)
@@ -46,11 +48,20 @@ def _engine_for(url: str) -> Engine:
 def new_engine(url: str) -> Engine:
     """An engine with the store's connection settings, the schema left alone (``_engine_for`` checks it)."""
     if not url.startswith("sqlite"):
-        if sa.engine.make_url(url).get_driver_name() == "psycopg2":
+        parsed = sa.engine.make_url(url)
+        options: dict[str, Any] = {}
+        if parsed.get_driver_name() == "psycopg2":
             # an UPDATE of many rows (a chunk's partition states) as pages of 100 per round trip, not one
             # round trip per row: 1,940 unchanged targets cost 2,000 round trips per sweep before
-            return sa.create_engine(url, pool_pre_ping=True, executemany_mode="values_plus_batch")
-        return sa.create_engine(url, pool_pre_ping=True)
+            options["executemany_mode"] = "values_plus_batch"
+        if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+            # a server that drops packets rather than refusing: each try of a connection ends in 10 s, so the
+            # wait for a database gone away (outages.py) keeps to its bound
+            options["connect_args"] = {"connect_timeout": 10}
+        engine = sa.create_engine(url, pool_pre_ping=True, **options)
+        if parsed.get_backend_name() == "postgresql":
+            wait_out_outages(engine, settings.db_outage_seconds())
+        return engine
     engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
 
     @sa.event.listens_for(engine, "connect")

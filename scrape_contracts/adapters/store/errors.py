@@ -21,6 +21,10 @@ class StoreUnavailable(StoreError):
     """The database cannot be reached (refused, timed out, gone mid-batch); one line, no traceback."""
 
 
+class StoreGone(StoreUnavailable):
+    """The database went away and did not answer again within SCRAPE_CONTRACTS_DB_OUTAGE_SECONDS."""
+
+
 # database drivers whose connection failures these are (sqlalchemy wraps them, dagster_postgres wraps that)
 _DRIVERS = frozenset({"psycopg2", "psycopg", "asyncpg", "pg8000"})
 

@@ -28,7 +28,9 @@ import uuid
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from scrape_contracts import settings
 from scrape_contracts.adapters.schema import host_rates, host_slots
+from scrape_contracts.adapters.store.outages import again_if_broken, wait_out_outages
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -49,14 +51,23 @@ def budgets_for(store: sa.Engine) -> HostBudgets | None:
 class HostBudgets:
     """``take(host, slots, hold_s)`` → a slot number or None (all held); ``give_back``; ``next_start``."""
 
-    def __init__(self, url: str) -> None:
-        self.engine = sa.create_engine(url, poolclass=sa.pool.StaticPool, isolation_level="AUTOCOMMIT")
+    def __init__(self, url: str, outage_seconds: float | None = None) -> None:
+        # made only inside running work (a batch's fetching process, a single-target step): even its first
+        # connection waits for a database gone for a while, and one the outage broke is found dead before use
+        # (the requests wait for their slots meanwhile); a command's own still fails at once (outages.py)
+        self.engine = wait_out_outages(
+            sa.create_engine(url, poolclass=sa.pool.StaticPool, isolation_level="AUTOCOMMIT", pool_pre_ping=True,
+                             connect_args={"connect_timeout": 10}),
+            settings.db_outage_seconds() if outage_seconds is None else outage_seconds, from_the_first=True)
         self._me = uuid.uuid4().hex[:12]
         self._turn = itertools.count()
         self._known: set[tuple[str, int]] = set()  # hosts whose slot rows exist (at this many slots)
         self._holders: dict[tuple[str, int], str] = {}
 
     def take(self, host: str, slots: int, hold_s: float) -> int | None:
+        return again_if_broken(lambda: self._take(host, slots, hold_s))
+
+    def _take(self, host: str, slots: int, hold_s: float) -> int | None:
         with self.engine.connect() as conn:
             if (host, slots) not in self._known:
                 conn.execute(pg_insert(host_slots).values(
@@ -81,23 +92,31 @@ class HostBudgets:
         holder = self._holders.pop((host, slot), None)
         if holder is None:
             return
-        with self.engine.connect() as conn:  # only while still ours: an expired slot may be another's now
-            conn.execute(host_slots.update().where(host_slots.c.host == host, host_slots.c.slot == slot,
-                                                   host_slots.c.holder == holder)
-                         .values(expires_at=sa.func.now()))
+
+        def give() -> None:
+            with self.engine.connect() as conn:  # only while still ours: an expired slot may be another's now
+                conn.execute(host_slots.update().where(host_slots.c.host == host, host_slots.c.slot == slot,
+                                                       host_slots.c.holder == holder)
+                             .values(expires_at=sa.func.now()))
+
+        again_if_broken(give)
 
     def next_start(self, host: str, interval_s: float) -> float:
         """Seconds to wait before this request may start so that the host's starts are ``interval_s`` apart
         over every process (0: now)."""
         step = sa.func.make_interval(0, 0, 0, 0, 0, 0, interval_s)
-        with self.engine.connect() as conn:
-            conn.execute(pg_insert(host_rates).values(host=host, next_at=_EPOCH)
-                         .on_conflict_do_nothing())
-            start = sa.func.greatest(host_rates.c.next_at, sa.func.now())
-            wait = conn.execute(
-                host_rates.update().where(host_rates.c.host == host).values(next_at=start + step)
-                .returning(sa.extract("epoch", host_rates.c.next_at - step - sa.func.now()))).scalar()
-        return max(0.0, float(wait or 0.0))
+
+        def book() -> float:
+            with self.engine.connect() as conn:
+                conn.execute(pg_insert(host_rates).values(host=host, next_at=_EPOCH)
+                             .on_conflict_do_nothing())
+                start = sa.func.greatest(host_rates.c.next_at, sa.func.now())
+                wait = conn.execute(
+                    host_rates.update().where(host_rates.c.host == host).values(next_at=start + step)
+                    .returning(sa.extract("epoch", host_rates.c.next_at - step - sa.func.now()))).scalar()
+            return max(0.0, float(wait or 0.0))
+
+        return again_if_broken(book)
 
     def close(self) -> None:
         self.engine.dispose()

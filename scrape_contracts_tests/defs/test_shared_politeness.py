@@ -16,7 +16,8 @@ from scrape_contracts_tests.conftest import product_page
 from scrape_contracts_tests.defs.test_celery_chunks import wait_for
 from scrape_contracts_tests.hosts_site import HostPlan, HostsSite
 
-pytestmark = pytest.mark.slow
+RUN_S = 240  # a bound against a hang for each `scrape-contracts run` (one took over 120 s at load 30)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2 * RUN_S)]
 
 REPO = Path(__file__).resolve().parents[2]
 A = "127.0.0.2"
@@ -59,7 +60,7 @@ def test_two_runs_on_postgres_share_each_hosts_concurrency(tmp_path: Path, pg_da
                 [sys.executable, "-c", "import sys; from scrape_contracts.cli import console; sys.exit(console())",
                  "--contracts-dir", str(tmp_path / name), "run", name, "--idempotency-key", name],
                 env=_environment(tmp_path, name, pg_database), stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-        outputs = [run.communicate(timeout=120)[0].decode() for run in runs]
+        outputs = [run.communicate(timeout=RUN_S)[0].decode() for run in runs]
         assert [run.returncode for run in runs] == [0, 0], "\n".join(o[-1500:] for o in outputs)
         pages = [s for s in site.requests(A) if s.path != "/robots.txt"]
         assert len(pages) == 2 * TARGETS
@@ -83,7 +84,7 @@ def test_single_target_runs_side_by_side_on_postgres_share_each_hosts_concurrenc
                 [sys.executable, "-c", "import sys; from scrape_contracts.cli import console; sys.exit(console())",
                  "--contracts-dir", str(tmp_path / name), "run", name, "--partition", "t00"],
                 env=_environment(tmp_path, name, pg_database), stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-        outputs = [run.communicate(timeout=120)[0].decode() for run in runs]
+        outputs = [run.communicate(timeout=RUN_S)[0].decode() for run in runs]
         assert [run.returncode for run in runs] == [0, 0], "\n".join(o[-1500:] for o in outputs)
         assert {s.path for s in site.requests(A)} >= {"/one/0", "/two/0"}
         assert not site.reached(A) and site.peak(A) == 1  # robots.txt and pages, one at a time over both runs

@@ -39,6 +39,11 @@ def new_token(owner: str, scope: str) -> str:
     return tokens().create(owner, scope)[1]
 
 
+# a bound against a hang, not an expectation: the command's start (imports, the definitions) took over 60 s
+# at load 30; a server that exits says so at once (its log)
+START_S = 180
+
+
 class ApiServer:
     """``scrape-contracts serve`` on a free port, with the current environment (DAGSTER_HOME); stopped by PID."""
 
@@ -54,7 +59,7 @@ class ApiServer:
             self.process = subprocess.Popen(
                 [str(BIN / "scrape-contracts"), "--contracts-dir", str(self.contracts_dir), "serve",
                  "--port", str(self.port)], stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_S
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log.read_text()
             try:
@@ -97,7 +102,7 @@ class ThreadedApi:
         self.server = uvicorn.Server(server_config(self.app, "127.0.0.1", self.port))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_S
         while not self.server.started:
             assert self.thread.is_alive() and time.monotonic() < deadline, "the API did not start"
             time.sleep(0.02)

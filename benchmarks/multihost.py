@@ -80,7 +80,8 @@ def _fault_figures(midway: faults.Midway, instance: dg.DagsterInstance, store: s
     refused, stale_failures = midway.stale_ending()
     accepted = faults.accepted_ids(store)
     candidates = faults.candidate_counts(store, "shop")
-    handed_on = {step: hosts for step, hosts in faults.chunk_attempts(instance, run_ids).items() if len(hosts) > 1}
+    handed_on = {f"{run_id[:8]}/{step}": hosts for run_id in run_ids  # each run has the same step keys
+                 for step, hosts in faults.chunk_attempts(instance, [run_id]).items() if len(hosts) > 1}
     lease_lost = faults.observations(instance, run_ids, "lease_lost")
     figures = {
         "lost": sorted(set(targets) - set(accepted)), "twice": sorted(k for k, v in accepted.items() if len(v) > 1),
@@ -91,10 +92,10 @@ def _fault_figures(midway: faults.Midway, instance: dg.DagsterInstance, store: s
         "lease_lost in all": len(lease_lost), "said": midway.said}
     failed = [f"{len(figures[k])} target(s) {k}" for k in ("lost", "twice", "unrecorded", "recorded twice")
               if figures[k]]
-    if not any(hosts[0] == f"host-{midway.killed}" for hosts in handed_on.values()):
-        failed.append(f"no chunk of host {midway.killed} handed on")
-    if not any(hosts[0] == f"host-{midway.frozen}" for hosts in handed_on.values()):
-        failed.append(f"no chunk of host {midway.frozen} handed on")
+    for host, holder in ((midway.killed, midway.killed_holder), (midway.frozen, midway.stale_holder)):
+        run_id, step = faults.chunk_step("shop", holder)
+        if handed_on.get(f"{run_id[:8]}/{step}", [""])[0] != f"host-{host}":
+            failed.append(f"host {host}'s chunk {step} of run {run_id[:8]} not handed on")
     # revived, the frozen attempt either commits each target taken over from it and is refused every time, or
     # finds the transaction it was frozen in ended by the server and stops there; it records nothing either way
     if midway.stale_leases == 0 or not (len(refused) == midway.stale_leases or stale_failures):

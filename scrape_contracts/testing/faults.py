@@ -119,6 +119,7 @@ class Midway:
     killed: str = "a"
     frozen: str = "c"
     said: list[str] = field(default_factory=list)  # what happened when, for the report
+    killed_holder: str = ""  # the switched-off host's chunk attempt
     stale_holder: str = ""  # the frozen host's chunk attempt
     stale_leases: int = 0  # its targets taken over while it was frozen: each of its commits for them is refused
 
@@ -165,6 +166,7 @@ class Midway:
             f"hosts {self.killed} and {self.frozen} each working on a chunk",
             lambda: (h := (self._live_holder(self.killed), self._live_holder(self.frozen)))[0] and h[1] and h,
             WAIT_BOUND_S, every=1.0)
+        self.killed_holder = holders[0]
         switch_off(self.deployment, self.killed)
         # frozen between two transactions, so that it wakes to commit with its stale tokens (frozen inside one,
         # it would wake to find that transaction ended by the server: test_store_frozen_client.py)

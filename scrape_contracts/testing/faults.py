@@ -85,6 +85,29 @@ def freeze(cluster: netns.Cluster, host: str) -> list[int]:
     return frozen
 
 
+def in_transaction(store: sa.Engine, host: str) -> bool:
+    """Whether a database session of ``host`` (its application_name, ``multihost.Deployment``) is in a statement
+    or a transaction now."""
+    with store.connect() as conn:
+        return bool(conn.execute(sa.text(
+            "select count(*) from pg_stat_activity where application_name = :a and state <> 'idle'"),
+            {"a": f"host-{host}"}).scalar())
+
+
+def freeze_between_transactions(cluster: netns.Cluster, store: sa.Engine, host: str, timeout: float = 300) -> bool:
+    """``freeze`` at a moment none of ``host``'s database sessions is in a transaction, so that it wakes to
+    commit with its stale tokens (frozen inside one, it wakes to find that transaction ended by the server,
+    ``test_store_frozen_client.py``); False if no such moment came within ``timeout`` (frozen anyway)."""
+    try:
+        netns.wait_until(f"host {host} between transactions", lambda: not in_transaction(store, host), timeout,
+                         every=0.02)
+        found = True
+    except TimeoutError:
+        found = False
+    freeze(cluster, host)
+    return found
+
+
 def thaw(cluster: netns.Cluster, host: str) -> None:
     cluster.signal(host, signal.SIGCONT)
 
@@ -146,12 +169,6 @@ class Midway:
                 {"c": self.contract, "ps": recent}).scalars().all()
         return holders[0] if holders else None
 
-    def _in_transaction(self, host: str) -> bool:
-        with self.store.connect() as conn:
-            return bool(conn.execute(sa.text(
-                "select count(*) from pg_stat_activity where application_name = :a and state <> 'idle'"),
-                {"a": f"host-{host}"}).scalar())
-
     def _leases_of(self, holder: str) -> list[tuple[str, dt.datetime]]:
         with self.store.connect() as conn:
             return [tuple(row) for row in conn.execute(sa.text(
@@ -168,14 +185,8 @@ class Midway:
             WAIT_BOUND_S, every=1.0)
         self.killed_holder = holders[0]
         switch_off(self.deployment, self.killed)
-        # frozen between two transactions, so that it wakes to commit with its stale tokens (frozen inside one,
-        # it would wake to find that transaction ended by the server: test_store_frozen_client.py)
-        try:
-            netns.wait_until(f"host {self.frozen} between transactions", lambda: not self._in_transaction(
-                self.frozen), 300, every=0.02)
-        except TimeoutError:
+        if not freeze_between_transactions(self.deployment.cluster, self.store, self.frozen):
             self._say(f"host {self.frozen} never between transactions in 300 s: frozen in one")
-        freeze(self.deployment.cluster, self.frozen)
         self._say(f"{recorded} of {self.targets} targets recorded; host {self.killed} ({holders[0]}) switched "
                   f"off, host {self.frozen} ({holders[1]}) frozen")
         self.stale_holder = holders[1]

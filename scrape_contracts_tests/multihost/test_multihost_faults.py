@@ -20,7 +20,9 @@ import sqlalchemy as sa
 
 from scrape_contracts.testing import multihost, netns
 from scrape_contracts.testing.hosts_site import HostPlan, HostsSite
-from scrape_contracts.testing.faults import accepted_ids, chunk_attempts, freeze, observations, thaw
+from scrape_contracts.testing.faults import (
+    accepted_ids, chunk_attempts, freeze_between_transactions, observations, thaw,
+)
 from scrape_contracts_tests.multihost.sweeps import CONCURRENCY, Sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -66,7 +68,9 @@ def test_a_killed_host_and_a_frozen_one_lose_nothing_and_the_stale_commits_are_r
                 sweep.phase(f"A committed {len(committed_by('a'))}, C {len(committed_by('c'))}: "
                             "A killed, C frozen")
                 cluster.signal("a", signal.SIGKILL)
-                freeze(cluster, "c")
+                # between two of its transactions: frozen inside one, C would wake to find it ended by the
+                # server (test_store_frozen_client.py), not to commit with its stale tokens
+                assert freeze_between_transactions(cluster, store, "c")
                 for gate in gates.values():
                     gate.set()
                 log = deployment.log(netns.CONTROL, "sweep-faults")

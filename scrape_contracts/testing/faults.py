@@ -10,9 +10,12 @@ once a share of the sweep is recorded: ``Midway``).
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import signal
+import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import dagster as dg
 import sqlalchemy as sa
@@ -78,37 +81,68 @@ def switch_off(deployment: multihost.Deployment, host: str) -> None:
     deployment.stop_worker(host, signal.SIGKILL)  # reaps the worker's CLI, waits until the host is empty
 
 
-def freeze(cluster: netns.Cluster, host: str) -> list[int]:
+class Signals(Protocol):
+    """What freezing and reviving a host needs of ``netns.Cluster``: a signal to every process of a host."""
+
+    def signal(self, host: str, sig: int) -> list[int]: ...
+
+
+def freeze(cluster: Signals, host: str) -> list[int]:
     """Every process of ``host`` SIGSTOPped (a frozen machine); returns once all of them are stopped."""
     frozen = cluster.signal(host, signal.SIGSTOP)
     netns.wait_until(f"host {host} stopped", lambda: all(netns.stopped(p) for p in frozen), 60)
     return frozen
 
 
-def in_transaction(store: sa.Engine, host: str) -> bool:
-    """Whether a database session of ``host`` (its application_name, ``multihost.Deployment``) is in a statement
-    or a transaction now."""
+def _sessions(store: sa.Engine, host: str, *states: str) -> int:
+    """How many database sessions of ``host`` (their application_name, ``multihost.Deployment``) are in one of
+    ``states`` (pg_stat_activity's), or in anything but ``idle`` if none is given."""
+    where = "state in :states" if states else "state <> 'idle'"
+    query = sa.text(f"select count(*) from pg_stat_activity where application_name = :a and {where}")
+    if states:
+        query = query.bindparams(sa.bindparam("states", expanding=True))
     with store.connect() as conn:
-        return bool(conn.execute(sa.text(
-            "select count(*) from pg_stat_activity where application_name = :a and state <> 'idle'"),
-            {"a": f"host-{host}"}).scalar())
+        return conn.execute(query, {"a": f"host-{host}", **({"states": list(states)} if states else {})}
+                            ).scalar() or 0
 
 
-def freeze_between_transactions(cluster: netns.Cluster, store: sa.Engine, host: str, timeout: float = 300) -> bool:
-    """``freeze`` at a moment none of ``host``'s database sessions is in a transaction, so that it wakes to
-    commit with its stale tokens (frozen inside one, it wakes to find that transaction ended by the server,
-    ``test_store_frozen_client.py``); False if no such moment came within ``timeout`` (frozen anyway)."""
-    try:
-        netns.wait_until(f"host {host} between transactions", lambda: not in_transaction(store, host), timeout,
-                         every=0.02)
-        found = True
-    except TimeoutError:
-        found = False
-    freeze(cluster, host)
-    return found
+def wait_until_sessions(store: sa.Engine, host: str, timeout: float = 60) -> None:
+    """Until ``host`` has a database session (its processes have connected)."""
+    netns.wait_until(f"a database session of host {host}", lambda: _sessions(store, host, "idle", "active",
+                     "idle in transaction"), timeout)
 
 
-def thaw(cluster: netns.Cluster, host: str) -> None:
+def in_transaction(store: sa.Engine, host: str) -> bool:
+    """Whether a database session of ``host`` is in a statement or a transaction now."""
+    return bool(_sessions(store, host))
+
+
+def freeze_between_transactions(cluster: Signals, store: sa.Engine, host: str, timeout: float = 300) -> bool:
+    """``freeze`` with none of ``host``'s database sessions in a transaction, so that it wakes to commit with
+    its stale tokens (frozen inside one, it wakes to find that transaction ended by the server and its step
+    failed, ``test_store_frozen_client.py``); False if no such freeze came within ``timeout`` (frozen anyway).
+
+    Checked after the freeze, not only before: the check and the signal are two steps, and the host may
+    open a transaction between them. A statement it had sent still finishes on the server; what is then left open is
+    a transaction the frozen host holds, and the host is revived and frozen again at another moment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(TimeoutError):
+            netns.wait_until(f"host {host} between transactions", lambda: not in_transaction(store, host),
+                             max(0.1, deadline - time.monotonic()), every=0.02)
+        freeze(cluster, host)
+        with contextlib.suppress(TimeoutError):
+            netns.wait_until(f"host {host}'s last statement done", lambda: not _sessions(store, host, "active"),
+                             60)
+        if not in_transaction(store, host):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        thaw(cluster, host)
+
+
+def thaw(cluster: Signals, host: str) -> None:
+    """Every process of ``host`` SIGCONTed (a frozen machine revived)."""
     cluster.signal(host, signal.SIGCONT)
 
 
@@ -123,6 +157,21 @@ def _last_cause(error: object) -> str:
     while getattr(error, "cause", None) is not None:
         error = error.cause  # type: ignore[attr-defined]
     return str(getattr(error, "message", "")).strip()
+
+
+def step_story(instance: dg.DagsterInstance, run_ids: list[str], step: str, last: int = 30) -> list[str]:
+    """The last events of ``step`` in the runs, a line each (what a failed fault test says it did)."""
+    lines = []
+    for run_id in run_ids:
+        for entry in instance.all_logs(run_id):
+            event = entry.dagster_event
+            if entry.step_key != step or event is None:
+                continue
+            detail = entry.user_message or ""
+            if event.event_type == dg.DagsterEventType.STEP_FAILURE and event.step_failure_data is not None:
+                detail = _last_cause(event.step_failure_data.error)
+            lines.append(f"{event.event_type_value}: {detail[:200]}")
+    return lines[-last:]
 
 
 @dataclass

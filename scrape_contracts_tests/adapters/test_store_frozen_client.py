@@ -15,9 +15,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from scrape_contracts.adapters import store as store_module
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.adapters.store.engines import IDLE_IN_TRANSACTION_S
+from scrape_contracts.testing import faults
 
 REPO = Path(__file__).resolve().parents[2]
 MINUTE = dt.timedelta(minutes=1)
@@ -62,3 +65,54 @@ def test_a_client_frozen_in_a_transaction_keeps_its_locks_no_longer_than_the_idl
         engine = store_module.open_engines.pop(pg_database, None)
         if engine is not None:
             engine.dispose()
+
+
+# a client almost always inside a short transaction, with brief gaps between them (a chunk committing target
+# after target): a freeze that looks only before it signals lands inside a transaction most of the time
+BUSY = """
+import sys, time
+import sqlalchemy as sa
+engine = sa.create_engine(sys.argv[1])
+print("busy", flush=True)
+while True:
+    with engine.begin() as conn:
+        conn.execute(sa.text("select 1")).all()
+        time.sleep(0.049)
+    time.sleep(0.001)
+"""
+
+
+# a freeze that looks only before it signals lands inside a transaction about half the time: one of several
+# in a row then does, nearly always
+FREEZES = 6
+
+
+class _OneProcess:
+    """The part of ``netns.Cluster`` that ``faults.freeze`` uses, for one process of this machine."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+
+    def signal(self, host: str, sig: int) -> list[int]:
+        self.process.send_signal(sig)
+        return [self.process.pid]
+
+
+def test_a_host_is_frozen_between_its_transactions_not_inside_one(pg_database: str) -> None:
+    busy = subprocess.Popen([sys.executable, "-c", BUSY, pg_database], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PGAPPNAME": "host-t"})
+    store = sa.create_engine(pg_database)
+    try:
+        assert busy.stdout is not None and busy.stdout.readline().strip() == "busy"
+        faults.wait_until_sessions(store, "t")
+        host = _OneProcess(busy)
+        for _ in range(FREEZES):
+            assert faults.freeze_between_transactions(host, store, "t", timeout=120)
+            # frozen, it can open nothing more: what pg_stat_activity says now holds until it is revived
+            assert not faults.in_transaction(store, "t")
+            faults.thaw(host, "t")
+    finally:
+        busy.send_signal(signal.SIGCONT)
+        busy.kill()
+        busy.wait(30)
+        store.dispose()

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from scrape_contracts.testing import multihost, netns
 from scrape_contracts.testing.hosts_site import HostPlan, HostsSite
 from scrape_contracts.testing.faults import (
-    accepted_ids, chunk_attempts, freeze_between_transactions, observations, thaw,
+    accepted_ids, chunk_attempts, freeze_between_transactions, observations, step_story, thaw,
 )
 from scrape_contracts_tests.multihost.sweeps import CONCURRENCY, Sweep
 
@@ -94,8 +94,12 @@ def test_a_killed_host_and_a_frozen_one_lose_nothing_and_the_stale_commits_are_r
                 # C wakes: its attempt goes on and tries to commit what it had; the new tokens refuse it
                 thaw(cluster, "c")
                 [c_step] = [step for step, hosts in handed_on.items() if hosts[0] == "host-c"]
-                refused = netns.wait_until("host C's late commits refused", lambda: [
-                    o for o in observations(sweep.instance, run_ids, "lease_lost") if o[0] == c_step], 120)
+                try:
+                    refused = netns.wait_until("host C's late commits refused", lambda: [
+                        o for o in observations(sweep.instance, run_ids, "lease_lost") if o[0] == c_step], 300)
+                except TimeoutError:
+                    raise AssertionError(f"{c_step} on C after SIGCONT: {step_story(sweep.instance, run_ids, c_step)}"
+                                         ) from None
                 sweep.phase(f"C's {len(refused)} late commit(s) refused")
                 assert accepted_ids(store) == after
             store.dispose()

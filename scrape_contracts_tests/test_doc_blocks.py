@@ -28,6 +28,8 @@ NOT_RUN_HERE = {
         "as root, about seven minutes of benchmark; test_benchmark_multihost.py runs this script at 40 targets",
     ("docs/multihost.md", "sudo env PATH=\"$PATH\" python benchmarks/multihost.py --targets 20000 --workers 3"):
         "as root, about 25 minutes of benchmark at that load",
+    ("docs/multihost.md", "sudo env PATH=\"$PATH\" python benchmarks/multihost.py --targets 20000 --workers 3 --faults"):
+        "as root, about 25 minutes of benchmark at that load",
     ("docs/performance.md", "python benchmarks/throughput.py --pages 2000 --paths raw,batch --postgres --server nginx"):
         "minutes of benchmark that load the whole machine; test_benchmark_throughput.py runs this script at 40 pages",
     ("docs/performance.md", "python benchmarks/politeness.py"):

@@ -69,6 +69,7 @@ class Deployment:
             host, PATH=f"{_BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
             PYTHONPATH=str(REPO), DAGSTER_PG_URL=db, SCRAPE_CONTRACTS_DB_URL=db,
             SCRAPE_CONTRACTS_PAGES="store",
+            PGAPPNAME=f"host-{host}",  # the database's sessions say which host they are (pg_stat_activity)
             SCRAPE_CONTRACTS_DIR=str(self.contracts_dir), SCRAPE_CONTRACTS_EXECUTOR="celery",
             SCRAPE_CONTRACTS_CELERY_BROKER=broker, **{**self.extra_env, **extra})
 

@@ -69,53 +69,6 @@ class Sweep:
         return run_ids
 
 
-def accepted_ids(engine: sa.Engine) -> dict[str, list[int]]:
-    """partition → the ids of its accepted versions, oldest first."""
-    with engine.connect() as conn:
-        rows = conn.execute(sa.text("select partition, id from sc_accepted order by id")).all()
-    found: dict[str, list[int]] = collections.defaultdict(list)
-    for partition, row_id in rows:
-        found[partition].append(row_id)
-    return dict(found)
-
-
-def chunk_workers(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, str]:
-    """Chunk step → the Celery worker (``host-<name>``) that ran it last (dagster-celery's engine events)."""
-    found: dict[str, str] = {}
-    for run_id in run_ids:
-        for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
-            event = entry.dagster_event
-            worker = event.engine_event_data.metadata.get("Celery worker") if event is not None else None
-            if worker is not None and event.step_key:
-                found[event.step_key] = str(worker.value).split("@", 1)[0]
-    return found
-
-
-def chunk_attempts(instance: dg.DagsterInstance, run_ids: list[str]) -> dict[str, list[str]]:
-    """Chunk step → the Celery workers given it, in order (a chunk handed on has two)."""
-    found: dict[str, list[str]] = collections.defaultdict(list)
-    for run_id in run_ids:
-        for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
-            event = entry.dagster_event
-            worker = event.engine_event_data.metadata.get("Celery worker") if event is not None else None
-            if worker is not None and event.step_key:
-                found[event.step_key].append(str(worker.value).split("@", 1)[0])
-    return dict(found)
-
-
-def observations(instance: dg.DagsterInstance, run_ids: list[str], stage: str) -> list[tuple[str, str, str]]:
-    """(step, partition, reason) of every observation of ``stage`` in the runs."""
-    found = []
-    for run_id in run_ids:
-        for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION):
-            data = entry.asset_observation
-            if data is not None and (s := data.metadata.get("stage")) is not None and s.value == stage:
-                reason = data.metadata.get("reason")
-                found.append((entry.step_key or "", data.partition or "",
-                              str(reason.value if reason else "")))
-    return found
-
-
 def page_clients(site: HostsSite, prefix: str) -> collections.Counter[str]:
     """How many pages under ``prefix`` each client address asked for."""
     return collections.Counter(s.client for s in site.requests() if s.path.startswith(prefix))

@@ -19,9 +19,10 @@ import pytest
 import sqlalchemy as sa
 
 from scrape_contracts.testing import multihost, netns
+from scrape_contracts.testing.faults import chunk_workers
 from scrape_contracts.testing.hosts_site import HostPlan, HostsSite
 from scrape_contracts_tests.multihost.sweeps import (
-    CONCURRENCY, SingleMachine, Sweep, chunk_workers, multihost_events,
+    CONCURRENCY, SingleMachine, Sweep, multihost_events,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

@@ -20,7 +20,10 @@ import sqlalchemy as sa
 
 from scrape_contracts.testing import multihost, netns
 from scrape_contracts.testing.hosts_site import HostPlan, HostsSite
-from scrape_contracts_tests.multihost.sweeps import CONCURRENCY, Sweep, accepted_ids, chunk_attempts, observations
+from scrape_contracts.testing.faults import (
+    accepted_ids, chunk_attempts, freeze_between_transactions, observations, step_story, thaw,
+)
+from scrape_contracts_tests.multihost.sweeps import CONCURRENCY, Sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -65,8 +68,9 @@ def test_a_killed_host_and_a_frozen_one_lose_nothing_and_the_stale_commits_are_r
                 sweep.phase(f"A committed {len(committed_by('a'))}, C {len(committed_by('c'))}: "
                             "A killed, C frozen")
                 cluster.signal("a", signal.SIGKILL)
-                frozen = cluster.signal("c", signal.SIGSTOP)
-                netns.wait_until("host C stopped", lambda: all(netns.stopped(p) for p in frozen), 30)
+                # between two of its transactions: frozen inside one, C would wake to find it ended by the
+                # server (test_store_frozen_client.py), not to commit with its stale tokens
+                assert freeze_between_transactions(cluster, store, "c")
                 for gate in gates.values():
                     gate.set()
                 log = deployment.log(netns.CONTROL, "sweep-faults")
@@ -88,10 +92,14 @@ def test_a_killed_host_and_a_frozen_one_lose_nothing_and_the_stale_commits_are_r
                 assert all(after[key] == ids for key, ids in before.items())
 
                 # C wakes: its attempt goes on and tries to commit what it had; the new tokens refuse it
-                cluster.signal("c", signal.SIGCONT)
+                thaw(cluster, "c")
                 [c_step] = [step for step, hosts in handed_on.items() if hosts[0] == "host-c"]
-                refused = netns.wait_until("host C's late commits refused", lambda: [
-                    o for o in observations(sweep.instance, run_ids, "lease_lost") if o[0] == c_step], 120)
+                try:
+                    refused = netns.wait_until("host C's late commits refused", lambda: [
+                        o for o in observations(sweep.instance, run_ids, "lease_lost") if o[0] == c_step], 300)
+                except TimeoutError:
+                    raise AssertionError(f"{c_step} on C after SIGCONT: {step_story(sweep.instance, run_ids, c_step)}"
+                                         ) from None
                 sweep.phase(f"C's {len(refused)} late commit(s) refused")
                 assert accepted_ids(store) == after
             store.dispose()

@@ -32,7 +32,8 @@ import sqlalchemy as sa
 
 from scrape_contracts.testing import multihost, netns
 from scrape_contracts.testing.hosts_site import HostPlan, HostsSite
-from scrape_contracts_tests.multihost.sweeps import CONCURRENCY, Sweep, accepted_ids, chunk_attempts
+from scrape_contracts.testing.faults import accepted_ids, chunk_attempts
+from scrape_contracts_tests.multihost.sweeps import CONCURRENCY, Sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

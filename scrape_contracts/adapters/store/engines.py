@@ -45,6 +45,14 @@ def _engine_for(url: str) -> Engine:
         return engine
 
 
+# A client frozen inside a transaction (a stopped process, a paused VM) held its row locks until it woke: a
+# worker taking its expired leases over (SELECT ... FOR UPDATE) waited for it with no end, and the sweep with
+# it (benchmarks/multihost.py --faults, docs/multihost.md). The server ends a transaction whose client sent
+# nothing for this long; well under the shortest derived lease (120 s), so the locks are gone before the
+# leases run out. The store's transactions send their statements back to back: none idles anywhere near it.
+IDLE_IN_TRANSACTION_S = 30
+
+
 def new_engine(url: str) -> Engine:
     """An engine with the store's connection settings, the schema left alone (``_engine_for`` checks it)."""
     if not url.startswith("sqlite"):
@@ -61,6 +69,14 @@ def new_engine(url: str) -> Engine:
         engine = sa.create_engine(url, pool_pre_ping=True, **options)
         if parsed.get_backend_name() == "postgresql":
             wait_out_outages(engine, settings.db_outage_seconds())
+
+            @sa.event.listens_for(engine, "connect")
+            def _postgres_connect(dbapi_conn: Any, _record: Any) -> None:
+                cursor = dbapi_conn.cursor()
+                cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_S * 1000}")
+                cursor.close()
+                dbapi_conn.commit()  # the SET outside any transaction the pool hands out
+
         return engine
     engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
 

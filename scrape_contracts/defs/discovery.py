@@ -48,7 +48,8 @@ def build_discovery_defs(loaded: LoadedContract, *, group_name: str | None = Non
     def targets(context: dg.AssetExecutionContext, store: ProjectStoreResource,
                 fetcher: FetchResource) -> dg.MaterializeResult:
         """The targets the contract's sitemaps and listing pages list: new ones become partitions."""
-        found = discovery.discover(loaded, store.get(), fetcher.settings_for(contract.fetch))
+        found = discovery.discover(loaded, store.get(), fetcher.settings_for(contract.fetch),
+                                   run_id=context.run.run_id)
         changes = found.changes
         assert changes is not None
         if not found.found and not found.complete:

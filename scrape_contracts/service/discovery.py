@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from scrape_contracts import settings
 from scrape_contracts.adapters.fetch import Fetcher, FetchError, Page, fetcher_for
+from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
 from scrape_contracts.adapters.robots import is_robots_url, sitemaps_in
 from scrape_contracts.adapters.store import DiscoveryChanges, FoundTarget, ProjectStore
 from scrape_contracts.adapters.store.discovery_pages import KeptPage
@@ -87,15 +88,18 @@ def discovery_fetch_settings(fetch: FetchSettings, discover: Discover) -> FetchS
 
 def discover(loaded: LoadedContract, store: ProjectStore, fetch: FetchSettings | None = None, *,
              fetcher: Fetcher | None = None, limits: Limits | None = None,
-             now: dt.datetime | None = None) -> Discovery:
+             now: dt.datetime | None = None, run_id: str = "discovery") -> Discovery:
     """Read every source of ``loaded``'s ``discover:``, record the result in ``store``; the record says what
-    was found, fetched, refused, and which targets are new, back or gone (``Discovery.changes``)."""
+    was found, fetched, refused, and which targets are new, back or gone (``Discovery.changes``). The
+    proxies' health lasts in ``store`` as a scrape's does (``run_id`` names the run that left it): a proxy the
+    discovery quarantined rests out its quarantine in the next run, and the other way round."""
     contract = loaded.contract
     if contract.discover is None:
         raise ValueError(f"contract {contract.name!r} has no discover: block")
     settings_used = discovery_fetch_settings(fetch or contract.fetch, contract.discover)
     own = fetcher is None
-    fetcher = fetcher or fetcher_for(settings_used, loaded.base_dir, keep_body=True)
+    book = ProxyBook(store.url, contract.name, run_id) if settings_used.proxies else None
+    fetcher = fetcher or fetcher_for(settings_used, loaded.base_dir, keep_body=True, proxy_book=book)
     try:
         crawl = _Crawl(contract.discover, fetcher, settings_used.allow_private_addresses,
                        limits or settings.engine_limits(), store, contract.name)

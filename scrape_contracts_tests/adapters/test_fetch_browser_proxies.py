@@ -5,13 +5,16 @@ site's logs."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from scrape_contracts.adapters.fetch import FetchError
 from scrape_contracts.adapters.fetch.browser import BrowserFetcher
+from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
 from scrape_contracts.adapters.proxies import ProxyEndpoint
+from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.fetch import BrowserSettings
 from scrape_contracts_tests.browser_site import require_chromium
 from scrape_contracts_tests.fixture_site import FixtureSite
@@ -50,3 +53,36 @@ def test_a_render_goes_through_one_proxy_with_its_credentials_and_a_dead_one_is_
     assert len(shop.requests) == len(carried)  # every request the site saw came through the proxy
     assert health["down"]["quarantined"] and not health["good"]["quarantined"]
     assert PASSWORD not in repr(health)
+
+
+def test_a_proxy_the_browser_quarantined_rests_out_its_quarantine_in_the_next_run(tmp_path: Path) -> None:
+    require_chromium()
+    book = ProxyBook(f"sqlite:///{tmp_path / 'store.db'}", "shop", "run-1")
+    with FixtureSite() as shop, ForwardProxy("good") as good:
+        shop.set_page("/book", PAGE)
+        shop.set_page("/cover.png", b"\x89PNG\r\n", headers={"Content-Type": "image/png"})
+        endpoints = [ProxyEndpoint("down", f"http://127.0.0.1:{refused_port()}"), ProxyEndpoint("good", good.url)]
+
+        def run(book: ProxyBook) -> BrowserFetcher:
+            return BrowserFetcher(browser=BrowserSettings(), timeout_s=5, deadline_s=30, max_bytes=200_000,
+                                  allowed_hosts=[urlsplit(shop.base_url).netloc], proxies=endpoints,
+                                  proxy_recheck_s=300, proxy_book=book)
+
+        first = run(book)
+        try:
+            with pytest.raises(FetchError):
+                first.fetch(shop.url("/book"))  # the contract's first proxy is down: quarantined
+        finally:
+            first.close()
+        # a fresh fetcher of the next run, its pool read from the store: the quarantine lasts, so its first
+        # render goes through the good proxy (without the store it would try the contract's first again)
+        second = run(ProxyBook(book.db_url, "shop", "run-2"))
+        try:
+            page = second.fetch(shop.url("/book"))
+        finally:
+            second.close()
+
+    assert page.proxy == "good" and "Dune" in page.html
+    stored = {row.proxy: row for row in ProjectStore(book.db_url).proxy_health("shop")}
+    assert stored["down"].quarantined and stored["down"].run_id == "run-2"
+    assert not stored["good"].quarantined and stored["good"].requests >= 1

@@ -24,6 +24,7 @@ from scrape_contracts.defs.names import (
 from scrape_contracts.defs.partitions import dynamic_partitions_name
 from scrape_contracts_tests.conftest import Harness, failure_text, product_page
 from scrape_contracts_tests.fixture_site import FixtureSite, Request, Response
+from scrape_contracts_tests.proxy_site import ForwardProxy
 from scrape_contracts_tests.readme import blocks_run_by, project_folder, run_blocks
 
 GZIP = {"Content-Type": "application/x-gzip"}
@@ -376,3 +377,31 @@ def test_the_discovery_page_runs_as_written(tmp_path: Path, monkeypatch: pytest.
     assert output.count("  https://shop.example.com/book/") == 3  # targets list
     assert "accepted 3" in output
     assert output.count("skipped (unchanged: lastmod") == 3 and "nothing to scrape" in output
+
+
+def test_a_proxy_discovery_quarantined_rests_out_its_quarantine_in_the_next_discovery(
+        sqlite_harness: Harness, site: FixtureSite) -> None:
+    harness = sqlite_harness
+    site.set_page("/sitemap.xml", urlset(site, {"/p/1": None, "/p/2": None}))
+    with ForwardProxy("locked", credentials=("someone", "else")) as locked, ForwardProxy("good") as good:
+        path = harness.write_product_contract("shop", dynamic=True, extra=discover_block(
+            f'  sitemaps:\n    - url: "{site.url("/sitemap.xml")}"\n'))
+        # the first proxy asks for credentials the contract does not give (407): quarantined for 300 s
+        path.write_text(path.read_text().replace("retries: 0", (
+            f"retries: 2\n  proxy_recheck_s: 300\n  proxies:\n    - {{name: locked, url: \"{locked.url}\"}}\n"
+            f"    - {{name: good, url: \"{good.url}\"}}")))
+
+        first = discover(harness, "shop")
+        assert first.success, failure_text(first)
+        # its first request (robots.txt, before the sitemap) refused by locked, then retried through good
+        assert [c.url for c in locked.carried()] == [site.url("/robots.txt")]
+        through_good = len(good.carried())
+        second = discover(harness, "shop")
+        assert second.success, failure_text(second)
+
+        # the second discovery's pool came from the store: nothing more went to the quarantined proxy
+        assert len(locked.carried()) == 1
+        assert [c.url for c in good.carried()][through_good:] == [site.url("/robots.txt"), site.url("/sitemap.xml")]
+    assert metadata(second)["targets"] == 2
+    stored = {row.proxy: row for row in harness.store.proxy_health("shop")}
+    assert stored["locked"].quarantined and stored["locked"].run_id == second.run_id

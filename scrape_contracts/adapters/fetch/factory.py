@@ -69,6 +69,7 @@ class InlineAsyncFetcher(AsyncClosesOnExit):
 def _adapter_for(
     settings: FetchSettings, base_dir: Path, environ: Mapping[str, str] | None, http: Callable[..., Any],
     jobs: JobBook | None = None,
+    proxy_book: ProxyBook | None = None,
     **options: Any,
 ) -> Any:
     if settings.adapter == "provider":
@@ -82,7 +83,7 @@ def _adapter_for(
             return MisconfiguredFetcher(problem)
         return FixtureFetcher(Path(base_dir) / settings.fixture_dir)
     if settings.adapter == "browser":
-        return _browser_for(settings, environ, sync=True)  # async_fetcher_for builds its own
+        return _browser_for(settings, environ, sync=True, proxy_book=proxy_book)  # async_fetcher_for: its own
     expanded = expand_header_values(settings.headers, environ)
     problem = expanded.problem()
     if problem:
@@ -172,7 +173,7 @@ def _provider_for(settings: FetchSettings, environ: Mapping[str, str] | None,
 
 
 def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, sync: bool,
-                 max_pages: int | None = None) -> Any:
+                 max_pages: int | None = None, proxy_book: ProxyBook | None = None) -> Any:
     # imported here: Playwright is only loaded by contracts that render pages
     from scrape_contracts.adapters.fetch.browser import AsyncBrowserFetcher, BrowserFetcher
 
@@ -183,7 +184,8 @@ def _browser_for(settings: FetchSettings, environ: Mapping[str, str] | None, *, 
                    deadline_s=settings.deadline_s, max_bytes=settings.max_bytes,
                    max_redirects=settings.max_redirects, user_agent=settings.agent,
                    allow_private_addresses=settings.allow_private_addresses, environ=environ,
-                   proxies=proxies, sticky_proxy=settings.sticky, proxy_recheck_s=settings.proxy_recheck_s)
+                   proxies=proxies, sticky_proxy=settings.sticky, proxy_recheck_s=settings.proxy_recheck_s,
+                   proxy_book=proxy_book)
     browser = BrowserFetcher(**options) if sync else AsyncBrowserFetcher(max_pages=max_pages, **options)
     if settings.robots != "obey":
         return browser
@@ -267,7 +269,7 @@ def fetcher_for(
     pacer = SyncPacer(limits_for(settings), shared=budgets, hold_s=getattr(settings, "deadline_s", 60.0))
     http = functools.partial(HttpFetcher, pacer=pacer, proxy_book=proxy_book)
     options = {"keep_body": True} if keep_body else {}
-    return _adapter_for(settings, base_dir, environ, http, jobs, **options)
+    return _adapter_for(settings, base_dir, environ, http, jobs, proxy_book, **options)
 
 
 def async_fetcher_for(
@@ -287,7 +289,7 @@ def async_fetcher_for(
     the contract's ``concurrency``/``rate``/``throttle``, for this fetcher's tasks)."""
     if settings.adapter == "browser":
         # one browser per calling process; max_connections bounds its pages as it bounds HTTP connections
-        return _browser_for(settings, environ, sync=False, max_pages=max_connections)
+        return _browser_for(settings, environ, sync=False, max_pages=max_connections, proxy_book=proxy_book)
     if settings.adapter == "provider":
         from scrape_contracts.adapters.fetch.provider import AsyncProviderFetcher, ProviderFetcher
 

@@ -102,6 +102,7 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         proxies: Sequence[ProxyEndpoint] = (),
         sticky_proxy: bool = False,
         proxy_recheck_s: float = 30.0,
+        proxy_book: Any = None,
     ) -> None:
         self.settings = browser
         self.timeout_s = timeout_s
@@ -120,6 +121,10 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
         self._slots: asyncio.Semaphore | None = None
         self.launches = 0  # browser processes started (tests check that a run shares one)
         self.proxies = ProxyPool(proxies, sticky=sticky_proxy, recheck_s=proxy_recheck_s) if proxies else None
+        # where the proxies' health lasts between runs (``adapters.fetch.proxy_book``), as for the http fetchers
+        self.proxy_book = proxy_book if self.proxies is not None else None
+        if self.proxy_book is not None:
+            self.proxies.restore(self.proxy_book.load())
 
     def proxy_health(self) -> list[dict[str, object]]:
         """Each proxy's health so far (no credential), as the http fetchers give it."""
@@ -132,6 +137,16 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
                 f"allow_private_addresses={self.allow_private_addresses})")
 
     async def aclose(self) -> None:
+        book, self.proxy_book = self.proxy_book, None  # saved once: a second close writes nothing
+        try:
+            if book is not None and self.proxies is not None:  # one short write, off the event loop
+                pool = self.proxies
+                await asyncio.get_running_loop().run_in_executor(None, lambda: book.save(pool.saved(),
+                                                                                         pool.health()))
+        finally:
+            await self._shut()
+
+    async def _shut(self) -> None:
         browser, playwright = self._browser, self._playwright
         self._browser = self._playwright = None
         if browser is not None:
@@ -148,7 +163,7 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
             self._slots = asyncio.Semaphore(self.max_pages)
         async with self._lock:
             if self._browser is not None and not self._browser.is_connected():
-                await self.aclose()  # it died (crashed, killed): this fetch starts another
+                await self._shut()  # it died (crashed, killed): this fetch starts another
             if self._browser is None and self._unavailable is None:
                 self._unavailable = await self._launch()
         if self._unavailable is not None:

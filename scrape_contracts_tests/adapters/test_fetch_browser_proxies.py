@@ -86,3 +86,29 @@ def test_a_proxy_the_browser_quarantined_rests_out_its_quarantine_in_the_next_ru
     stored = {row.proxy: row for row in ProjectStore(book.db_url).proxy_health("shop")}
     assert stored["down"].quarantined and stored["down"].run_id == "run-2"
     assert not stored["good"].quarantined and stored["good"].requests >= 1
+
+
+def test_a_tunnel_a_page_opens_goes_through_the_upstream_proxy_as_a_connect_with_its_credentials() -> None:
+    # Chromium opens a WebSocket through its proxy as a CONNECT tunnel, as it does HTTPS: the guard proxy
+    # checks the tunnel's destination, then opens it through the contract's proxy with a CONNECT of its own
+    require_chromium()
+    with FixtureSite() as shop, ForwardProxy("good", credentials=("scraper", PASSWORD)) as good:
+        netloc = urlsplit(shop.base_url).netloc
+        shop.set_page("/live", f'<html><body><h1 id="t">Dune</h1><script>'
+                      f'const ws = new WebSocket("ws://{netloc}/socket");'
+                      'ws.onopen = ws.onerror = () => document.body.insertAdjacentHTML("beforeend", '
+                      '"<p id=\\"tried\\">tried</p>");</script></body></html>')
+        fetcher = BrowserFetcher(browser=BrowserSettings(wait_for="#tried"), timeout_s=10, deadline_s=30,
+                                 max_bytes=200_000, allowed_hosts=[netloc],
+                                 proxies=[ProxyEndpoint("good", good.url, "scraper", PASSWORD)])
+        try:
+            page = fetcher.fetch(shop.url("/live"))
+        finally:
+            fetcher.close()
+
+    assert "tried" in page.html and page.proxy == "good"
+    tunnels = [c for c in good.carried() if c.method == "CONNECT"]
+    assert [(c.url, c.status, c.authorized) for c in tunnels] == [(netloc, 200, True)]
+    # the WebSocket's handshake came to the site through that tunnel (the site answers it 404: not a socket)
+    assert "/socket" in [r.path for r in shop.requests]
+    assert len(shop.requests) == len(good.carried())  # the page in absolute form, the socket in the tunnel

@@ -174,6 +174,24 @@ class EventPage(_Record):
     next: str = Field(description="cursor for the next page (the last event's id, or `after` if none)")
 
 
+class ProxyHealthRecord(_Record):
+    """One proxy of a contract's ``fetch.proxies``, as the last run that used it left it."""
+
+    proxy: str
+    quarantined: bool
+    score: float
+    latency_ms: float | None
+    recheck_at: str | None = Field(description="when a quarantined proxy may be re-checked (ISO 8601, UTC)")
+    recheck_in_s: float | None
+    rest_s: float
+    requests: int = Field(description="that run's requests through it")
+    failures: int
+    quarantines: int
+    rechecks: int
+    run_id: str
+    updated_at: str
+
+
 class ContractHealthRecord(_Record):
     contract: str
     targets: int
@@ -190,6 +208,8 @@ class ContractHealthRecord(_Record):
         None, description="provider contracts: what its jobs cost since 00:00 UTC")
     budget_paused: str | None = Field(
         None, description="why the contract is paused for its cost budget, if it is")
+    proxies: list[ProxyHealthRecord] = Field(
+        default_factory=list, description="contracts with fetch.proxies: each proxy a run has used")
 
 
 class Health(_Record):

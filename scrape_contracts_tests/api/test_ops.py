@@ -58,3 +58,24 @@ def test_event_pages_over_several_contracts_are_the_whole_trail_in_order(sqlite_
         after = page.next
     assert paged == whole
     assert [e.contract for e in door.list_events(principal, contract="beta").events] == ["beta"] * 3
+
+
+def test_detailed_health_gives_each_proxy_as_the_last_run_left_it(sqlite_harness: Harness) -> None:
+    sqlite_harness.write("gamma.yaml", CONTRACT.format(name="gamma").replace(
+        "  adapter: http\n", "  adapter: http\n  proxies:\n    - {name: gw, url: \"http://127.0.0.1:3128\"}\n"))
+    door = _door(sqlite_harness)
+    door.store.save_proxy_health("gamma", "run-7", [{
+        "proxy": "gw", "success": 0.2, "latency_s": 0.25, "rest_s": 60.0, "recheck_at": None, "score": 0.1,
+        "requests": 9, "failures": 4, "quarantines": 1, "rechecks": 0}])
+    principal = door.authenticate(door.tokens.create("shop", "read")[1])
+    [gamma] = [c for c in door.health(principal).contracts if c.contract == "gamma"]
+    [gw] = gamma.proxies
+    assert (gw.proxy, gw.requests, gw.failures, gw.quarantines, gw.run_id, gw.latency_ms) == (
+        "gw", 9, 4, 1, "run-7", 250.0)
+    # nothing the service gives is left out of the API's record (it once dropped the proxies silently)
+    from dataclasses import fields
+
+    from scrape_contracts.api.models import ContractHealthRecord
+    from scrape_contracts.service.health import ContractHealth
+
+    assert {f.name for f in fields(ContractHealth)} <= set(ContractHealthRecord.model_fields)

@@ -21,7 +21,8 @@ What it does, for each number of worker hosts:
    could take: for each site host, its pages times its latency over the concurrency; the largest of these),
    each time's ratio to it (bound / time: 1.0 is the bound), each worker host's share of the pages (the
    site's log by client address) and the most requests in flight at once on any site host, as the site
-   counted them (at most ``--concurrency`` if politeness held across the hosts);
+   counted them (at most ``--concurrency`` if politeness held across the hosts), and each worker host's peak
+   memory (its processes' resident memory added up, sampled every 0.5 s; not with ``--faults``);
 5. with ``--faults`` (three hosts): once ``--fault-at`` of the targets are recorded, every process of host a
    SIGKILLed and host c SIGSTOPped between two of its transactions, until its chunk's leases have run out by
    the store's clock and the run of that chunk has ended, then SIGCONTed (``scrape_contracts/testing/
@@ -40,6 +41,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -104,6 +106,45 @@ def _fault_figures(midway: faults.Midway, instance: dg.DagsterInstance, store: s
     return {**figures, "failed": failed}
 
 
+def _rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        pass
+    return 0.0
+
+
+class HostMemory:
+    """Each worker host's peak memory during the sweep: the resident memory of all its processes (the
+    Celery worker, its chunk steps' threads, their fetching and parsing processes) added up, sampled every
+    ``every`` seconds in a thread. A host is one namespace, so its processes are ``Cluster.pids``."""
+
+    def __init__(self, cluster: netns.Cluster, hosts: list[str], every: float = 0.5) -> None:
+        self.cluster, self.hosts, self.every = cluster, hosts, every
+        self.peak_mb = dict.fromkeys(hosts, 0.0)
+        self.processes = dict.fromkeys(hosts, 0)  # processes on the host at its peak
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="host-memory", daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every):
+            for host in self.hosts:
+                pids = self.cluster.pids(host)
+                total = sum(_rss_mb(pid) for pid in pids)
+                if total > self.peak_mb[host]:
+                    self.peak_mb[host], self.processes[host] = total, len(pids)
+
+    def __enter__(self) -> HostMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
     names = ["a", "b", "c"][:workers]
     shop = multihost.Shop()
@@ -130,7 +171,8 @@ def sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
                     (observer / "dagster.yaml").write_text(
                         f"storage:\n  postgres:\n    postgres_url: {db!r}\n")
                     store = sa.create_engine(db)
-                    with dg.DagsterInstance.from_config(str(observer)) as instance:
+                    with dg.DagsterInstance.from_config(str(observer)) as instance, \
+                            HostMemory(cluster, [n for n in names if not args.faults]) as memory:
                         load_before = os.getloadavg()
                         started = time.monotonic()
                         if args.faults:
@@ -167,6 +209,7 @@ def sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
             peak = max(peaks.values())
     return {"workers": workers, "bound": bound, "wall": wall, "runs": span, "accepted": accepted,
             "peaks": peaks, "faults": fault,
+            "memory": {n: (round(memory.peak_mb[n]), memory.processes[n]) for n in memory.hosts},
             "shares": dict(sorted(shares.items())), "peak": peak, "load": (load_before, load_after),
             "summary": done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""}
 
@@ -221,6 +264,9 @@ def main() -> None:
                   f"load {result['load'][0][0]:.1f} -> {result['load'][1][0]:.1f}", flush=True)
             print(f"  {result['summary']}", flush=True)
             print(f"  max in flight per site host (by its last address byte): {result['peaks']}", flush=True)
+            if result["memory"]:  # not with --faults: a killed host's processes are gone, a frozen one's idle
+                print("  peak memory per worker host (all its processes, MB; processes then): " + ", ".join(
+                    f"{n} {mb} ({count})" for n, (mb, count) in result["memory"].items()), flush=True)
             if result["faults"]:
                 failed += _print_faults(result["faults"])
     if len(results) > 1:

@@ -37,3 +37,7 @@ def test_the_benchmark_sweeps_with_two_hosts_and_reports_its_figures() -> None:
     assert int(accepted) == 40
     assert sorted(ast.literal_eval(shares)) == ["a", "b"] and sum(ast.literal_eval(shares).values()) == 40
     assert 1 <= int(peak) <= 2
+    [memory] = re.findall(r"peak memory per worker host \(all its processes, MB; processes then\): (.*)", done.stdout)
+    per_host = dict(re.findall(r"(\w) (\d+) \(\d+\)", memory))
+    # each host's worker (Python with Dagster and the job loaded) is some tens of MB at the least
+    assert sorted(per_host) == ["a", "b"] and all(int(mb) > 30 for mb in per_host.values()), memory

@@ -13,12 +13,22 @@ jobs' default ``config_source``, ``defs/executors.py``), makes Celery try the ta
 then every 30 s, 9 tries in all (about 3 minutes). The chunk's new attempt takes its leases over and leaves
 out what the run recorded already (``service/batch.py``), so nothing is scraped or accepted twice. A step that
 failed for any other reason ends as before.
+
+The same annotation runs a worker process's step tasks one at a time. As a step starts, Dagster 1.13 (the
+instance's ``get_yaml_python_handlers``) calls ``logging.config.dictConfig``, which takes the logging
+module's lock and then every handler's; a step already running in another thread of the process holds its
+event handler's lock while it writes an event and may need the module's lock for it. With ``--pool threads
+--concurrency 2`` (seen in ``benchmarks/multihost.py --worker-concurrency 2``) both threads and the worker's
+heartbeat stopped for good. So a second step task waits for the first, and the worker says why: run
+more worker processes (``--concurrency 1`` each) for more chunks at once on a host.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -60,9 +70,34 @@ def _failing_when_the_database_was_lost(run: Callable[..., Any]) -> Callable[...
     return checked
 
 
+_ONE_STEP = threading.Lock()  # the step task running in this worker process, if any
+log = logging.getLogger(__name__)
+
+
+def _one_step_at_a_time(run: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(run)
+    def serial(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _ONE_STEP.acquire(blocking=False):
+            log.warning("this worker process runs one step at a time: this step task waits for the one "
+                        "running (two steps in one process can deadlock in Dagster's logging setup); for more "
+                        "chunks at once on this host start more workers, each with --concurrency 1")
+            _ONE_STEP.acquire()
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            _ONE_STEP.release()
+
+    return serial
+
+
+def _step_task_run(run: Callable[..., Any]) -> Callable[..., Any]:
+    return _one_step_at_a_time(_failing_when_the_database_was_lost(run))
+
+
 class RetryWhenTheDatabaseIsGone:
-    """The annotation: for the step task only, the tries above (Celery's ``autoretry_for``), on the driver's and
-    Dagster's connection errors and on a step failure that was one (``StepLostTheDatabase``)."""
+    """The annotation: for the step task only, one at a time per process and the tries above (Celery's
+    ``autoretry_for``), on the driver's and Dagster's connection errors and on a step failure that was one
+    (``StepLostTheDatabase``)."""
 
     def annotate(self, task: Any) -> dict[str, Any] | None:
         if task.name != STEP_TASK:
@@ -72,7 +107,7 @@ class RetryWhenTheDatabaseIsGone:
 
         from scrape_contracts.adapters.store import StoreUnavailable
 
-        return {"@run": _failing_when_the_database_was_lost,
+        return {"@run": _step_task_run,
                 "autoretry_for": (sa.exc.OperationalError, sa.exc.InterfaceError, DagsterPostgresException,
                                   StoreUnavailable, StepLostTheDatabase),
                 "max_retries": DATABASE_RETRIES, "retry_backoff": FIRST_RETRY_S,

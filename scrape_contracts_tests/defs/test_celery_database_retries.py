@@ -7,6 +7,9 @@ outage test runs it on real workers."""
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +90,44 @@ def test_the_tries_are_bounded() -> None:
     with pytest.raises(sa.exc.OperationalError):
         app.tasks[STEP_TASK].apply().get()
     assert len(calls) == DATABASE_RETRIES + 1
+
+
+def test_two_step_tasks_of_one_worker_process_run_one_after_the_other(caplog: pytest.LogCaptureFixture) -> None:
+    # two threads of a `--pool threads --concurrency 2` worker: in one process two Dagster steps can deadlock
+    # in its logging setup, so the second waits for the first (and the worker says why)
+    app = Celery("one-at-a-time", set_as_current=False)
+    shipped = yaml.safe_load((REPO / "deploy" / "celery_worker.yaml").read_text())
+    app.conf.task_annotations = shipped["execution"]["config"]["config_source"]["task_annotations"]
+    app.conf.task_always_eager = True
+    inside: list[int] = []
+    most = [0]
+    first_in, go_on = threading.Event(), threading.Event()
+
+    @app.task(name=STEP_TASK, bind=True, shared=False)
+    def execute_plan(self: object, n: int) -> int:
+        inside.append(n)
+        most[0] = max(most[0], len(inside))
+        if n == 1:
+            first_in.set()
+            go_on.wait(60)
+        inside.remove(n)
+        return n
+
+    app.finalize()
+    done: dict[int, int] = {}
+    first = threading.Thread(target=lambda: done.update({1: app.tasks[STEP_TASK].apply((1,)).get()}))
+    second = threading.Thread(target=lambda: done.update({2: app.tasks[STEP_TASK].apply((2,)).get()}))
+    with caplog.at_level(logging.WARNING, logger="scrape_contracts.defs.celery_retries"):
+        first.start()
+        assert first_in.wait(30)
+        second.start()
+        # the second task either waits (and says so) or, were the tasks not kept apart, runs beside the first
+        deadline = time.monotonic() + 30
+        while "one step at a time" not in caplog.text and most[0] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert most[0] == 1, "the second step task ran beside the first"
+        go_on.set()
+        first.join(30)
+        second.join(30)
+    assert done == {1: 1, 2: 2} and most[0] == 1
+    assert "start more workers, each with --concurrency 1" in caplog.text

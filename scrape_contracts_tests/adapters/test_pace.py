@@ -329,3 +329,33 @@ def test_a_handed_on_slot_nobody_takes_goes_back_to_the_store(pg_database: str) 
     asyncio.run(main())
     assert budget.held() == 0
     budget.close()
+
+
+def test_a_request_waiting_for_a_slot_held_elsewhere_takes_one_of_its_own_handed_on_meanwhile(
+        pg_database: str) -> None:
+    ProjectStore(pg_database)
+    other, budget = HostBudgets(pg_database), _Calls(pg_database)  # another process holds one of the 2 slots
+    elsewhere = other.take("shop.test", 2, 60.0)
+    assert elsewhere is not None
+
+    async def main() -> tuple[int | None, int | None, int]:
+        pacer = AsyncPacer(HostLimits(concurrency=2), shared=budget, hold_s=30.0)
+        first = await pacer.take("shop.test")
+        second = asyncio.ensure_future(pacer.take("shop.test"))  # its window has room: it asks the store
+        loop = asyncio.get_running_loop()
+        bound = loop.time() + 60  # a bound against a hang
+        while budget.takes < 3 and loop.time() < bound:  # refused twice: every slot is held
+            await asyncio.sleep(0.01)
+        pacer.give_back(first, 200)  # handed on: the waiting request takes it at its next try
+        got = await asyncio.wait_for(second, 60)
+        handed_back = budget.give_backs  # 0: it did not wait for the slot to go back to the store
+        pacer.give_back(got, 200)
+        pacer.close()
+        return first.slot, got.slot, handed_back
+
+    first_slot, second_slot, handed_back = asyncio.run(main())
+    assert second_slot == first_slot and handed_back == 0
+    other.give_back("shop.test", elsewhere)
+    assert budget.held() == 0
+    other.close()
+    budget.close()

@@ -42,7 +42,7 @@ LINGER_S = 1.0  # how long a slot handed on waits for its host's next request be
 
 
 class SharedSlots:
-    """``await take(host)`` → a slot (a spare handed on, else the store's); ``hand_on`` / ``give_back``."""
+    """``await take(host)`` → a slot (one handed on, else the store's); ``hand_on`` / ``give_back``."""
 
     def __init__(self, shared: SharedBudget, concurrency: int, hold_s: float, interval_s: float, *,
                  clock: Callable[[], float], sleep: Callable[[float], Awaitable[None]],
@@ -54,12 +54,9 @@ class SharedSlots:
         self._until: dict[tuple[str, int], float] = {}  # each held slot's hold, at the latest, on our clock
         self._spares: dict[str, dict[int, int]] = {}  # host → its slots handed on: slot → when parked (a number)
         self._parked = itertools.count()
-        self.store_takes = 0  # takes that went to the store (the rest were handed on)
 
     async def take(self, host: str) -> int:
-        slot = self._spare(host)
-        if slot is None:
-            slot = await self._from_store(host)
+        slot = await self._take(host)
         if self.interval_s:
             loop = asyncio.get_running_loop()
             wait = await loop.run_in_executor(self._calls, self.shared.next_start, host, self.interval_s)
@@ -77,13 +74,16 @@ class SharedSlots:
             self.give_back(host, slot)  # handed on long enough: back to the store, where every process competes
         return None
 
-    async def _from_store(self, host: str) -> int:
+    async def _take(self, host: str) -> int:
         loop, poll = asyncio.get_running_loop(), SHARED_POLL_S[0]
         held_for = self.hold_s + self.hand_on_s
         while True:
+            # a spare first, also between two tries: one handed on meanwhile may be the host's last free slot
+            slot = self._spare(host)
+            if slot is not None:
+                return slot
             asked = self.clock()  # the hold counts from no earlier than the store's now(): from here is safe
             slot = await loop.run_in_executor(self._calls, self.shared.take, host, self.concurrency, held_for)
-            self.store_takes += 1
             if slot is not None:
                 self._until[(host, slot)] = asked + held_for
                 return slot

@@ -223,7 +223,7 @@ def test_sync_pacers_of_two_processes_share_a_host_s_slots_on_the_postgres_store
     second.close()
 
 
-class _Calls(HostBudgets):
+class StoreCalls(HostBudgets):
     """The real shared budget, counting the store calls its pacer made."""
 
     def __init__(self, url: str) -> None:
@@ -253,7 +253,7 @@ class _Calls(HostBudgets):
 
 def test_a_shared_slot_goes_on_to_the_host_s_next_waiting_request_without_a_store_call(pg_database: str) -> None:
     ProjectStore(pg_database)
-    budget = _Calls(pg_database)
+    budget = StoreCalls(pg_database)
     in_flight, peak = [0], [0]
 
     async def main() -> AsyncPacer:
@@ -280,7 +280,7 @@ def test_a_shared_slot_goes_on_to_the_host_s_next_waiting_request_without_a_stor
 
 def test_a_slot_is_handed_on_only_while_its_hold_outlasts_a_request_then_it_goes_back(pg_database: str) -> None:
     ProjectStore(pg_database)
-    budget = _Calls(pg_database)
+    budget = StoreCalls(pg_database)
     now = [0.0]
 
     async def main() -> list[int | None]:
@@ -312,7 +312,7 @@ def test_a_slot_is_handed_on_only_while_its_hold_outlasts_a_request_then_it_goes
 
 def test_a_handed_on_slot_nobody_takes_goes_back_to_the_store(pg_database: str) -> None:
     ProjectStore(pg_database)
-    budget = _Calls(pg_database)
+    budget = StoreCalls(pg_database)
 
     async def main() -> None:
         pacer = AsyncPacer(HostLimits(concurrency=1), shared=budget, hold_s=30.0)
@@ -334,7 +334,7 @@ def test_a_handed_on_slot_nobody_takes_goes_back_to_the_store(pg_database: str) 
 def test_a_request_waiting_for_a_slot_held_elsewhere_takes_one_of_its_own_handed_on_meanwhile(
         pg_database: str) -> None:
     ProjectStore(pg_database)
-    other, budget = HostBudgets(pg_database), _Calls(pg_database)  # another process holds one of the 2 slots
+    other, budget = HostBudgets(pg_database), StoreCalls(pg_database)  # another process holds one of the 2 slots
     elsewhere = other.take("shop.test", 2, 60.0)
     assert elsewhere is not None
 

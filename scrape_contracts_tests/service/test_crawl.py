@@ -162,10 +162,10 @@ def test_on_the_postgres_store_a_host_s_shared_slots_go_from_page_to_page_not_ba
         tmp_path: Path, pg_database: str) -> None:
     from scrape_contracts.adapters.fetch.pace import AsyncPacer, limits_for
     from scrape_contracts.adapters.store import ProjectStore
-    from scrape_contracts_tests.adapters.test_pace import _Calls
+    from scrape_contracts_tests.adapters.test_pace import StoreCalls
 
     ProjectStore(pg_database)
-    budget = _Calls(pg_database)
+    budget = StoreCalls(pg_database)
     settings = FetchSettings(allow_private_addresses=True, retries=0, concurrency=2)
     with HostsSite({A: HostPlan(latency_s=0.02)}) as site:
         urls = [site.url(A, f"/p/{i}") for i in range(20)]

@@ -47,18 +47,24 @@ class Crawl:
             return
         self._work = work  # type: ignore[assignment]
         self.pacer.listeners.append(self._changed)
+        self.pacer.demand.append(self._wants)
         try:
             for host in list(self._pending):
                 self._kick(host)
             await self._done.wait()
         finally:
             self.pacer.listeners.remove(self._changed)
+            self.pacer.demand.remove(self._wants)
             for task in self._tasks:
                 task.cancel()
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._failed is not None:
             raise self._failed
+
+    def _wants(self, host: str) -> bool:
+        # targets of the host still to start: a slot its fetch gives back is handed on to the next (pace.py)
+        return bool(self._pending.get(host))
 
     def _room(self, host: str) -> bool:
         return self._active.get(host, 0) - self.pacer.sleeping(host) < self.pacer.slots(host)

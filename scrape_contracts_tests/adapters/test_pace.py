@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from scrape_contracts.adapters.fetch.shared_slots import LINGER_S
 from scrape_contracts.adapters.fetch.pace import (
     MAX_FAILING_HOLD_S, MAX_HOLD_S, AsyncPacer, HostLimits, HostPace, SyncPacer, Ticket, limits_for,
 )
@@ -220,3 +221,141 @@ def test_sync_pacers_of_two_processes_share_a_host_s_slots_on_the_postgres_store
     second.give_back(taken[0], 200)
     first.close()
     second.close()
+
+
+class StoreCalls(HostBudgets):
+    """The real shared budget, counting the store calls its pacer made."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.takes = self.give_backs = 0
+
+    def take(self, host: str, slots: int, hold_s: float) -> int | None:
+        self.takes += 1
+        return super().take(host, slots, hold_s)
+
+    def give_back(self, host: str, slot: int) -> None:
+        self.give_backs += 1
+        super().give_back(host, slot)
+
+    def held(self) -> int:
+        """Slots of any host held in the store now."""
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(self.engine.url)  # its own: the pacer's thread may be using the budget's
+        try:
+            with engine.connect() as conn:
+                return int(conn.execute(sa.text("select count(*) from sc_host_slots where expires_at > now()"))
+                           .scalar())
+        finally:
+            engine.dispose()
+
+
+def test_a_shared_slot_goes_on_to_the_host_s_next_waiting_request_without_a_store_call(pg_database: str) -> None:
+    ProjectStore(pg_database)
+    budget = StoreCalls(pg_database)
+    in_flight, peak = [0], [0]
+
+    async def main() -> AsyncPacer:
+        pacer = AsyncPacer(HostLimits(concurrency=2), shared=budget, hold_s=30.0)
+
+        async def one() -> None:
+            ticket = await pacer.take("shop.test")
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+            await asyncio.sleep(0.01)
+            in_flight[0] -= 1
+            pacer.give_back(ticket, 200)
+
+        await asyncio.gather(*(one() for _ in range(12)))
+        pacer.close()
+        return pacer
+
+    asyncio.run(main())
+    assert peak[0] == 2
+    assert budget.takes == 2  # one per slot: every later request got a slot handed on (else 12 takes)
+    assert budget.give_backs == 2 and budget.held() == 0  # closed: back in the store
+    budget.close()
+
+
+def test_a_slot_is_handed_on_only_while_its_hold_outlasts_a_request_then_it_goes_back(pg_database: str) -> None:
+    ProjectStore(pg_database)
+    budget = StoreCalls(pg_database)
+    now = [0.0]
+
+    async def main() -> list[int | None]:
+        # a take holds the slot for hold_s + hand_on_s = 4 s: requests starting at 0, 1 and 2 s may use it
+        # (3 s or more left), the one at 3.5 s may not (0.5 s left, and a request may last 1 s)
+        pacer = AsyncPacer(HostLimits(concurrency=1), shared=budget, hold_s=1.0, hand_on_s=3.0, clock=lambda: now[0])
+        slots = []
+
+        async def one(starts_at: float) -> None:
+            ticket = await pacer.take("shop.test")
+            slots.append(ticket.slot)
+            now[0] = starts_at + 0.5
+            pacer.give_back(ticket, 200)
+            await asyncio.sleep(0)
+
+        pacer.demand.append(lambda host: True)  # more of the host's requests always about to ask
+        for starts_at in (0.0, 1.0, 2.0, 3.5):
+            now[0] = starts_at
+            await one(starts_at)
+        pacer.demand.clear()
+        pacer.close()
+        return slots
+
+    assert asyncio.run(main()) == [0, 0, 0, 0]
+    assert budget.takes == 2  # at 0 s and at 3.5 s, when the first hold had too little left
+    assert budget.give_backs == 2 and budget.held() == 0
+    budget.close()
+
+
+def test_a_handed_on_slot_nobody_takes_goes_back_to_the_store(pg_database: str) -> None:
+    ProjectStore(pg_database)
+    budget = StoreCalls(pg_database)
+
+    async def main() -> None:
+        pacer = AsyncPacer(HostLimits(concurrency=1), shared=budget, hold_s=30.0)
+        pacer.demand.append(lambda host: True)  # the dispatcher says more is coming, then nothing comes
+        pacer.give_back(await pacer.take("shop.test"), 200)
+        assert budget.give_backs == 0
+        loop = asyncio.get_running_loop()
+        bound = loop.time() + LINGER_S + 60  # a bound against a hang
+        while budget.give_backs == 0 and loop.time() < bound:
+            await asyncio.sleep(0.05)
+        assert budget.give_backs == 1  # back without the pacer being closed
+        pacer.close()
+
+    asyncio.run(main())
+    assert budget.held() == 0
+    budget.close()
+
+
+def test_a_request_waiting_for_a_slot_held_elsewhere_takes_one_of_its_own_handed_on_meanwhile(
+        pg_database: str) -> None:
+    ProjectStore(pg_database)
+    other, budget = HostBudgets(pg_database), StoreCalls(pg_database)  # another process holds one of the 2 slots
+    elsewhere = other.take("shop.test", 2, 60.0)
+    assert elsewhere is not None
+
+    async def main() -> tuple[int | None, int | None, int]:
+        pacer = AsyncPacer(HostLimits(concurrency=2), shared=budget, hold_s=30.0)
+        first = await pacer.take("shop.test")
+        second = asyncio.ensure_future(pacer.take("shop.test"))  # its window has room: it asks the store
+        loop = asyncio.get_running_loop()
+        bound = loop.time() + 60  # a bound against a hang
+        while budget.takes < 3 and loop.time() < bound:  # refused twice: every slot is held
+            await asyncio.sleep(0.01)
+        pacer.give_back(first, 200)  # handed on: the waiting request takes it at its next try
+        got = await asyncio.wait_for(second, 60)
+        handed_back = budget.give_backs  # 0: it did not wait for the slot to go back to the store
+        pacer.give_back(got, 200)
+        pacer.close()
+        return first.slot, got.slot, handed_back
+
+    first_slot, second_slot, handed_back = asyncio.run(main())
+    assert second_slot == first_slot and handed_back == 0
+    other.give_back("shop.test", elsewhere)
+    assert budget.held() == 0
+    other.close()
+    budget.close()

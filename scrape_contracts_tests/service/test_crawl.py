@@ -156,3 +156,37 @@ def test_the_single_path_fetcher_obeys_robots_and_paces_its_host_too(tmp_path: P
         assert len(site.requests(A, "/robots.txt")) == 1
         starts = [s.start for s in pages(site.requests(A))]
         assert len(starts) == 3 and all(b - a >= 0.28 for a, b in zip(starts, starts[1:]))
+
+
+def test_on_the_postgres_store_a_host_s_shared_slots_go_from_page_to_page_not_back_and_forth(
+        tmp_path: Path, pg_database: str) -> None:
+    from scrape_contracts.adapters.fetch.pace import AsyncPacer, limits_for
+    from scrape_contracts.adapters.store import ProjectStore
+    from scrape_contracts_tests.adapters.test_pace import StoreCalls
+
+    ProjectStore(pg_database)
+    budget = StoreCalls(pg_database)
+    settings = FetchSettings(allow_private_addresses=True, retries=0, concurrency=2)
+    with HostsSite({A: HostPlan(latency_s=0.02)}) as site:
+        urls = [site.url(A, f"/p/{i}") for i in range(20)]
+
+        async def main() -> None:
+            pacer = AsyncPacer(limits_for(settings), shared=budget, hold_s=settings.deadline_s)
+            fetcher: Any = async_fetcher_for(settings, tmp_path, max_connections=64, pacer=pacer)
+
+            async def work(url: str) -> None:
+                await fetcher.fetch(url)
+
+            try:
+                await Crawl(pacer, 64).run(urls, lambda url: url, work)
+            finally:
+                await fetcher.aclose()
+                pacer.close()
+
+        asyncio.run(main())
+        assert len(pages(site.requests(A))) == 20 and site.peak(A) == 2
+    # robots.txt and 20 pages, two at a time: the dispatcher had the host's next page ready each time a
+    # request ended, so the slot went to it (without that, 21 takes and 21 give-backs)
+    assert budget.takes <= 3, budget.takes
+    assert budget.held() == 0 and budget.give_backs == budget.takes
+    budget.close()

@@ -25,18 +25,20 @@ Across processes (chunk steps of one batched run, or several runs, on several wo
 the total: a ``SharedBudget`` (adapters/store/host_budgets.py, on the PostgreSQL project store) hands out the
 host's ``concurrency`` slots and spaces its starts by ``interval_s`` over every process. The local pace still
 decides first (its window may be smaller than the contract's concurrency, a Retry-After holds it); then the
-request waits for a shared slot and its shared start time.
+request waits for a shared slot and its shared start time. ``AsyncPacer`` hands a shared slot on from a
+request that ended to the host's next one instead of giving it back and taking it again
+(adapters/fetch/shared_slots.py); ``SyncPacer`` (a single target's few pages) goes to the store each time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+
+from scrape_contracts.adapters.fetch.shared_slots import SHARED_POLL_S, HAND_ON_S, SharedBudget, SharedSlots
 
 SLOW_FACTOR = 3.0
 SLOW_MARGIN_S = 0.5
@@ -144,19 +146,6 @@ class HostPace:
         self.window = max(1.0, self.window / 2 if halve else self.window - 1.0)
 
 
-class SharedBudget(Protocol):
-    """A host budget shared with other processes (blocking calls; the pacer makes them from one thread)."""
-
-    def take(self, host: str, slots: int, hold_s: float) -> int | None: ...  # None: every slot is held
-
-    def give_back(self, host: str, slot: int) -> None: ...
-
-    def next_start(self, host: str, interval_s: float) -> float: ...  # seconds to wait before starting
-
-
-SHARED_POLL_S = (0.005, 0.1)  # first and longest wait between two tries for a shared slot
-
-
 @dataclass(frozen=True)
 class Ticket:
     host: str
@@ -186,6 +175,7 @@ class _Gate:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # FIFO: the first to wait goes first
     freed: asyncio.Event = field(default_factory=asyncio.Event)
     sleeping: int = 0
+    waiting: int = 0  # requests inside take()
 
 
 class AsyncPacer(_Base):
@@ -194,14 +184,17 @@ class AsyncPacer(_Base):
 
     def __init__(self, limits: HostLimits, *, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 shared: SharedBudget | None = None, hold_s: float = 60.0) -> None:
+                 shared: SharedBudget | None = None, hold_s: float = 60.0, hand_on_s: float = HAND_ON_S) -> None:
         super().__init__(limits, clock)
         self.sleep = sleep
         self.shared, self.hold_s = shared, hold_s
-        self._shared_calls = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="host-budget") \
-            if shared is not None else None
+        self.shared_slots = SharedSlots(shared, limits.concurrency, hold_s, limits.interval_s, clock=clock,
+                                        sleep=sleep, hand_on_s=hand_on_s) if shared is not None else None
         self._gates: dict[str, _Gate] = {}
         self.listeners: list[Callable[[str], None]] = []
+        # whether more of a host's requests are about to ask for a slot (the batch's dispatcher says): then
+        # a shared slot given back is handed on to the next one (shared_slots.py)
+        self.demand: list[Callable[[str], bool]] = []
         self.resting = 0  # requests waiting out a retry, over all hosts
 
     def _gate(self, host: str) -> _Gate:
@@ -221,49 +214,42 @@ class AsyncPacer(_Base):
 
     async def take(self, host: str) -> Ticket:
         pace, gate = self.pace(host), self._gate(host)
-        async with gate.lock:
-            while True:
-                wait = pace.delay(self.clock())
-                if wait == 0:
-                    break
-                if wait is None:
-                    freed = gate.freed
-                    await freed.wait()
-                else:
-                    await self.sleep(wait)
-            slot = await self._take_shared(host) if self.shared is not None else None
-            now = self.clock()
-            pace.start(now)
-            return Ticket(host, now, slot)
+        gate.waiting += 1
+        try:
+            async with gate.lock:
+                while True:
+                    wait = pace.delay(self.clock())
+                    if wait == 0:
+                        break
+                    if wait is None:
+                        freed = gate.freed
+                        await freed.wait()
+                    else:
+                        await self.sleep(wait)
+                slot = await self.shared_slots.take(host) if self.shared_slots is not None else None
+                now = self.clock()
+                pace.start(now)
+                return Ticket(host, now, slot)
+        finally:
+            gate.waiting -= 1
 
     def close(self) -> None:
-        """Wait for the shared slots' last give-backs."""
-        if self._shared_calls is not None:
-            self._shared_calls.shutdown(wait=True)
-
-    async def _take_shared(self, host: str) -> int:
-        assert self.shared is not None
-        loop, shared = asyncio.get_running_loop(), self.shared
-        poll = SHARED_POLL_S[0]
-        while True:
-            slot = await loop.run_in_executor(self._shared_calls, shared.take, host, self.limits.concurrency,
-                                              self.hold_s)
-            if slot is not None:
-                break
-            await self.sleep(poll)  # every slot is held elsewhere: they come back as requests end
-            poll = min(SHARED_POLL_S[1], poll * 2)
-        if self.limits.interval_s:
-            wait = await loop.run_in_executor(self._shared_calls, shared.next_start, host, self.limits.interval_s)
-            if wait:
-                await self.sleep(wait)
-        return slot
+        """Every shared slot back to the store; wait for the last give-backs."""
+        if self.shared_slots is not None:
+            self.shared_slots.close()
 
     def give_back(self, ticket: Ticket, status: int | None, retry_after_s: float | None = None, *,
                   about_host: bool = True) -> None:
-        if ticket.slot is not None and self._shared_calls is not None and self.shared is not None:
-            self._shared_calls.submit(self.shared.give_back, ticket.host, ticket.slot)  # in order, after takes
-        self.pace(ticket.host).finish(self.clock(), ticket.started, status, retry_after_s, about_host=about_host)
+        pace = self.pace(ticket.host)
+        pace.finish(self.clock(), ticket.started, status, retry_after_s, about_host=about_host)
         gate = self._gate(ticket.host)
+        if ticket.slot is not None and self.shared_slots is not None:
+            # the host's next request may go at once and one is waiting or about to: it gets this slot
+            wanted = gate.waiting > 0 or any(wants(ticket.host) for wants in self.demand)
+            if wanted and pace.delay(self.clock()) == 0:
+                self.shared_slots.hand_on(ticket.host, ticket.slot)
+            else:
+                self.shared_slots.give_back(ticket.host, ticket.slot)
         gate.freed.set()
         gate.freed = asyncio.Event()
         self._changed(ticket.host)

@@ -9,9 +9,10 @@ when the request ends.
 Why a table of slots with expiring holders rather than session advisory locks: an advisory lock is released
 only when its session ends, and a frozen process (SIGSTOP, a host cut off but not gone) keeps its session
 open, so its slots would stall every other worker for as long as it is frozen. A slot here expires after
-``hold_s`` (the contract's wall-clock deadline for one page: no request of the holder outlives it), so a
-frozen or killed holder delays the others by at most that. From the site's side nothing is lost: a request
-of a frozen holder is over at the server long before its slot expires.
+``hold_s`` (the contract's wall-clock deadline for one page, no request of the holder outlives it, plus the
+time the pacer may hand the slot from request to request: adapters/fetch/shared_slots.py), so a frozen or
+killed holder delays the others by at most that. From the site's side nothing is lost: a request of a
+frozen holder is over at the server long before its slot expires.
 
 The rate: one ``UPDATE ... SET next_at = greatest(next_at, now()) + interval RETURNING`` per request, atomic
 on the row, gives each request its own start time ``interval`` after the one before, whichever process asked.

@@ -154,10 +154,17 @@ def test_console_script_is_installed() -> None:
 
 @pytest.mark.slow
 def test_healing_benchmark_meets_its_targets() -> None:
-    """The benchmark command of docs/performance.md, as written; it prints healing and naive figures side by
-    side, a HealPolicy sweep and the heal time on a 60 KB page."""
+    """The benchmark command of docs/performance.md on one seed of its four; it prints healing and naive
+    figures side by side, a HealPolicy sweep and the heal time on a 60 KB page.
+
+    One seed is every page kind under every change kind (344 fields of the 1,330): each target (no field
+    wrong, 95% correct where the value is on the page, every removed field refused) and each printed figure
+    still fails on a healer that breaks any of them, in a quarter of the time (the sweep heals the suite
+    eight times more). The four seeds, the figures of docs/performance.md, are run by hand."""
     [block] = blocks_run_by(__file__, "test_healing_benchmark_meets_its_targets")
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=REPO, capture_output=True,
+    command = block.text.replace("python benchmarks/healing.py\n", "python benchmarks/healing.py --seeds 1\n", 1)
+    assert command != block.text, block.text
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=REPO, capture_output=True,
                           text=True, timeout=900, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     lines = done.stdout.splitlines()

@@ -74,14 +74,18 @@ def _accepted(url: str) -> dict[str, int]:
     return {partition: count for partition, count in rows}
 
 
-def _wait_for(what: str, condition: Callable[[], Any], process: subprocess.Popen | None = None) -> Any:
+def _wait_for(what: str, condition: Callable[[], Any], process: subprocess.Popen | None = None,
+              said: tuple[Path, ...] = ()) -> Any:
+    """``condition()``'s first true value; fails at once if ``process`` ended first, with what it wrote to
+    the files ``said``."""
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         if process is not None and process.poll() is not None:
-            raise AssertionError(f"the command exited ({process.returncode}) while waiting for {what}")
+            output = "\n".join(path.read_text(errors="replace")[-3000:] for path in said if path.exists())
+            raise AssertionError(f"the command exited ({process.returncode}) while waiting for {what}:\n{output}")
         time.sleep(0.1)
     raise AssertionError(f"timed out after {WAIT_S}s waiting for {what}")
 
@@ -119,12 +123,12 @@ def _command(env: dict[str, str], tmp_path: Path, *argv: str) -> tuple[subproces
     return process, out, err
 
 
-def _stopped_mid_batch(cluster: Cluster, held: Held, process: subprocess.Popen) -> None:
+def _stopped_mid_batch(cluster: Cluster, held: Held, process: subprocess.Popen, said: tuple[Path, ...]) -> None:
     """Once the batch has committed every target but the held one, stop the database, then let the held
     page go: the batch's next commit finds the database gone."""
-    _wait_for("the batch to fetch the held page", held.arrived.is_set, process)
+    _wait_for("the batch to fetch the held page", held.arrived.is_set, process, said)
     _wait_for("the other targets to be committed", lambda: len(_accepted(cluster.url)) == len(KEYS) - 1,
-              process)
+              process, said)
     cluster.stop()
     held.let_go()
 
@@ -181,7 +185,7 @@ def _line_when_stopped_mid_batch(env: dict[str, str], tmp_path: Path, cluster: C
     """The one line the command ``argv`` ends with when PostgreSQL stops in the middle of its batch."""
     process, out, err = _command(env, tmp_path, *argv)
     try:
-        _stopped_mid_batch(cluster, held, process)
+        _stopped_mid_batch(cluster, held, process, (out, err))
         return _one_line(process, out, err)
     finally:
         held.let_go()

@@ -102,28 +102,42 @@ class S3Server:
     here (moto implements S3's HTTP API; obstore talks to it as to AWS). Started and stopped by its PID."""
 
     def __init__(self, tmp: Path) -> None:
+        self.log_path = tmp / "moto.log"
+        self.log = self.log_path.open("w")
+        # a free port is probed, then given to moto, which binds it seconds later (its imports): another
+        # process may take it in between, and answer in moto's place. So the server must answer as S3 does;
+        # a moto that could not bind has exited, and is started again on another port.
+        for _ in range(5):
+            if self._started():
+                return
+        raise RuntimeError(f"moto server did not start: {self.log_path.read_text()[-2000:]}")
+
+    def _started(self) -> bool:
         import socket
         import subprocess
         import sys
+
+        import httpx
 
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.log = (tmp / "moto.log").open("w")
         self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
                                          str(self.port)], stdout=self.log, stderr=subprocess.STDOUT)
-        import httpx
-
         deadline = time.monotonic() + 60
-        while True:  # until it answers (its start is a few seconds of imports)
+        while self.process.poll() is None:  # until it answers as S3 (its start is a few seconds of imports)
             try:
-                httpx.get(self.endpoint, timeout=2)
-                break
+                if "ListAllMyBucketsResult" in httpx.get(self.endpoint, timeout=2).text:
+                    return True
             except httpx.TransportError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto server did not start: {(tmp / 'moto.log').read_text()[-2000:]}")
-                time.sleep(0.1)
+                pass
+            if time.monotonic() > deadline:
+                self.process.kill()
+                self.process.wait(timeout=30)
+                raise RuntimeError(f"moto server did not start: {self.log_path.read_text()[-2000:]}")
+            time.sleep(0.1)
+        return False
 
     def environ(self) -> dict[str, str]:
         return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "test",

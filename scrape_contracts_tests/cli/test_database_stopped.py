@@ -84,10 +84,14 @@ def _wait_for(what: str, condition: Callable[[], Any], process: subprocess.Popen
         if value:
             return value
         if process is not None and process.poll() is not None:
-            output = "\n".join(path.read_text(errors="replace")[-3000:] for path in said if path.exists())
-            raise AssertionError(f"the command exited ({process.returncode}) while waiting for {what}:\n{output}")
+            raise AssertionError(f"the command exited ({process.returncode}) while waiting for {what}:\n"
+                                 + _tails(said))
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {WAIT_S}s waiting for {what}")
+    raise AssertionError(f"timed out after {WAIT_S}s waiting for {what}:\n" + _tails(said))
+
+
+def _tails(said: tuple[Path, ...]) -> str:
+    return "\n".join(f"{path.name}: {path.read_text(errors='replace')[-3000:]}" for path in said if path.exists())
 
 
 def _setup(tmp_path: Path, cluster: Cluster, site: FixtureSite) -> tuple[dict[str, str], Held]:
@@ -181,11 +185,11 @@ def _kill_what_is_left(session: int) -> None:
 
 
 def _line_when_stopped_mid_batch(env: dict[str, str], tmp_path: Path, cluster: Cluster, held: Any,
-                                 *argv: str) -> str:
+                                 *argv: str, logs: tuple[Path, ...] = ()) -> str:
     """The one line the command ``argv`` ends with when PostgreSQL stops in the middle of its batch."""
     process, out, err = _command(env, tmp_path, *argv)
     try:
-        _stopped_mid_batch(cluster, held, process, (out, err))
+        _stopped_mid_batch(cluster, held, process, (out, err, *logs))
         return _one_line(process, out, err)
     finally:
         held.let_go()
@@ -209,12 +213,15 @@ def test_postgresql_stopped_mid_batch_of_a_queued_run_is_one_line_for_run_wait(c
                                                                              tmp_path: Path) -> None:
     # the batch runs in a run worker that a real dagster-daemon launched; the command waits for it
     env, held = _setup(tmp_path, cluster, site)
-    daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
-                              env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              stdin=subprocess.DEVNULL, start_new_session=True)
+    daemon_log = tmp_path / "daemon.log"  # said when the test fails: a daemon that never started a run
+    with daemon_log.open("wb") as log:
+        daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
+                                  env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         line = _line_when_stopped_mid_batch(env, tmp_path, cluster, held,
-                                            "run", "shop", "--queue", "--wait", "--timeout", str(WAIT_S))
+                                            "run", "shop", "--queue", "--wait", "--timeout", str(WAIT_S),
+                                            logs=(daemon_log,))
     finally:
         stop_daemon(daemon)
         _kill_what_is_left(daemon.pid)  # its code server and the run worker it launched, if still there

@@ -234,7 +234,8 @@ def main() -> None:
     parser.add_argument("--site-hosts", type=int, default=16)
     parser.add_argument("--concurrency", type=int, default=4, help="fetch.concurrency (per site host)")
     parser.add_argument("--chunks", type=int, default=6, help="chunk steps per batched run")
-    parser.add_argument("--worker-concurrency", type=int, default=1, help="chunks at once per worker host")
+    parser.add_argument("--worker-concurrency", type=int, default=1, help="the Celery worker's --concurrency on each host (a worker process still runs its chunk steps "
+                             "one at a time: docs/scale.md)")
     parser.add_argument("--faults", action="store_true",
                         help="midway (--fault-at of the targets recorded), SIGKILL every process of host a and "
                              "SIGSTOP host c's until its leases ran out and were taken over, then SIGCONT it; "

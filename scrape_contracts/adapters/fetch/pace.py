@@ -38,7 +38,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from scrape_contracts.adapters.fetch.shared_slots import SHARED_POLL_S, HAND_ON_S, SharedBudget, SharedSlots
+from scrape_contracts.adapters.fetch.shared_slots import HAND_ON_S, SHARED_POLL_S, SharedBudget, SharedSlots
 
 SLOW_FACTOR = 3.0
 SLOW_MARGIN_S = 0.5
@@ -187,7 +187,6 @@ class AsyncPacer(_Base):
                  shared: SharedBudget | None = None, hold_s: float = 60.0, hand_on_s: float = HAND_ON_S) -> None:
         super().__init__(limits, clock)
         self.sleep = sleep
-        self.shared, self.hold_s = shared, hold_s
         self.shared_slots = SharedSlots(shared, limits.concurrency, hold_s, limits.interval_s, clock=clock,
                                         sleep=sleep, hand_on_s=hand_on_s) if shared is not None else None
         self._gates: dict[str, _Gate] = {}

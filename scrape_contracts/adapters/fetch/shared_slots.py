@@ -111,13 +111,10 @@ class SharedSlots:
         self._until.pop((host, slot), None)
         self._calls.submit(self.shared.give_back, host, slot)  # in order, after the takes
 
-    def release_spares(self) -> None:
+    def close(self) -> None:
+        """Every spare back to the store, and wait for the last give-backs."""
         for host, spares in self._spares.items():
             for slot in list(spares):
                 self.give_back(host, slot)
             spares.clear()
-
-    def close(self) -> None:
-        """Every spare back to the store, and wait for the last give-backs."""
-        self.release_spares()
         self._calls.shutdown(wait=True)

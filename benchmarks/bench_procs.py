@@ -145,7 +145,7 @@ class PssSampler(threading.Thread):
         # PSS: a forked parse worker shares most of its pages with the forkserver it came from; RSS would count
         # them once per process
         self.peak_kb = max(self.peak_kb, sum(_pss_kb(pid) for pid in pids))
-        self.largest_kb = max([self.largest_kb, *(_status_kb(pid, "VmHWM") for pid in pids)])
+        self.largest_kb = max([self.largest_kb, *(status_kb(pid, "VmHWM") for pid in pids)])
         for pid in pids:
             seen = _cpu_seconds(pid)
             if seen is not None:
@@ -211,10 +211,11 @@ def _pss_kb(pid: int) -> int:
                     return int(line.split()[1])
     except (OSError, ValueError):
         pass
-    return _status_kb(pid, "VmRSS")
+    return status_kb(pid, "VmRSS")
 
 
-def _status_kb(pid: int, key: str) -> int:
+def status_kb(pid: int, key: str) -> int:
+    """A ``/proc/<pid>/status`` figure in kB (``VmRSS``, ``VmHWM``); 0 for a process gone."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:

@@ -47,11 +47,12 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO)]
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 import dagster as dg  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
+from bench_procs import status_kb  # noqa: E402
 from scrape_contracts.testing import faults, multihost, netns  # noqa: E402
 from scrape_contracts.testing.hosts_site import HostPlan, HostsSite  # noqa: E402
 
@@ -106,16 +107,6 @@ def _fault_figures(midway: faults.Midway, instance: dg.DagsterInstance, store: s
     return {**figures, "failed": failed}
 
 
-def _rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except (FileNotFoundError, ProcessLookupError, ValueError):
-        pass
-    return 0.0
-
-
 class HostMemory:
     """Each worker host's peak memory during the sweep: the resident memory of all its processes (the
     Celery worker, its chunk steps' threads, their fetching and parsing processes) added up, sampled every
@@ -132,7 +123,7 @@ class HostMemory:
         while not self._stop.wait(self.every):
             for host in self.hosts:
                 pids = self.cluster.pids(host)
-                total = sum(_rss_mb(pid) for pid in pids)
+                total = sum(status_kb(pid, "VmRSS") for pid in pids) / 1024
                 if total > self.peak_mb[host]:
                     self.peak_mb[host], self.processes[host] = total, len(pids)
 

@@ -98,7 +98,7 @@ def test_a_tunnel_a_page_opens_goes_through_the_upstream_proxy_as_a_connect_with
                       f'const ws = new WebSocket("ws://{netloc}/socket");'
                       'ws.onopen = ws.onerror = () => document.body.insertAdjacentHTML("beforeend", '
                       '"<p id=\\"tried\\">tried</p>");</script></body></html>')
-        fetcher = BrowserFetcher(browser=BrowserSettings(wait_for="#tried"), timeout_s=10, deadline_s=30,
+        fetcher = BrowserFetcher(browser=BrowserSettings(wait_for="#tried", timeout_s=30), timeout_s=30, deadline_s=90,
                                  max_bytes=200_000, allowed_hosts=[netloc],
                                  proxies=[ProxyEndpoint("good", good.url, "scraper", PASSWORD)])
         try:

@@ -36,10 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: argparse.Namespace) -> int:
     from scrape_contracts.adapters.store import StoreError
     from scrape_contracts.service.accepted import AcceptedDataError
-    from scrape_contracts.cli.common import unreachable
+    from scrape_contracts.cli.common import WithoutEventLogFailures, unreachable
 
     logging.getLogger().addFilter(_quiet_database_retries)
-    stderr, sys.stderr = sys.stderr, _WithoutEventLogFailures(sys.stderr)
+    stderr, sys.stderr = sys.stderr, WithoutEventLogFailures(sys.stderr)
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
@@ -67,27 +67,6 @@ def _quiet_database_retries(record: logging.LogRecord) -> bool:
     # Dagster's PostgreSQL storage logs each retry of a connection with the driver's whole message (six
     # multi-line warnings before it gives up); the command says it in one line once it has given up
     return "dagster_postgres" not in record.pathname
-
-
-class _WithoutEventLogFailures:
-    """stderr without Dagster's report of a log line it could not write to its event log because its
-    database is gone: Dagster writes the driver's whole message there (several lines, with the SQL) for every
-    such line, straight to ``sys.stderr``; the command says the same in one line when it ends. Anything else,
-    and that report for any other cause, passes through."""
-
-    _PREFIX = "Exception while writing logger call to event log: "
-    _DATABASE_GONE = ("OperationalError", "too many retries for DB connection")
-
-    def __init__(self, stream: object) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        if text.startswith(self._PREFIX) and any(mark in text for mark in self._DATABASE_GONE):
-            return len(text)
-        return self._stream.write(text)  # type: ignore[attr-defined]
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._stream, name)
 
 
 def console() -> None:

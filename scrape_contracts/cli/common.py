@@ -81,6 +81,29 @@ def unreachable(exc: BaseException) -> str | None:
             f"check SCRAPE_CONTRACTS_DB_URL (or DAGSTER_HOME), {again}")
 
 
+class WithoutEventLogFailures:
+    """stderr without Dagster's report of a log line it could not write to its event log because its
+    database is gone: Dagster writes the driver's whole message there (several lines, with the SQL) for every
+    such line, straight to ``sys.stderr``; the command says the same in one line when it ends. Anything else,
+    and that report for any other cause, passes through."""
+
+    _PREFIX = "Exception while writing logger call to event log: "
+    # psycopg2's OperationalError (refused, reset) and InterfaceError ("connection already closed": the
+    # pool's connection died with the server), and Dagster's own give-up after its retries
+    _DATABASE_GONE = ("OperationalError", "InterfaceError", "too many retries for DB connection")
+
+    def __init__(self, stream: object) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if text.startswith(self._PREFIX) and any(mark in text for mark in self._DATABASE_GONE):
+            return len(text)
+        return self._stream.write(text)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
 def _is_driver_error(exc: BaseException) -> bool:
     # psycopg2's OperationalError and InterfaceError, without importing a driver the install may not have
     return type(exc).__module__.startswith("psycopg") and type(exc).__name__ in ("OperationalError",

@@ -206,3 +206,26 @@ def test_the_command_exits_with_mains_status_and_everything_printed(home: Path) 
             "cli.console()")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and marker.read_text() == "yes", done.stderr
+
+
+@pytest.mark.parametrize("reason, held_back", [
+    # what Dagster 1.13 writes (dagster/_core/instance/types.py) when a run's log line cannot be written
+    ("(psycopg2.InterfaceError) connection already closed\n(Background on this error at: "
+     "https://sqlalche.me/e/20/rvf5)", True),
+    ("(psycopg2.OperationalError) connection to server at \"127.0.0.1\", port 5432 failed: Connection refused",
+     True),
+    ("too many retries for DB connection", True),
+    ("maximum recursion depth exceeded", False),  # not the database: the user should see it
+])
+def test_dagster_report_of_a_log_line_lost_with_the_database_is_held_back(reason: str, held_back: bool) -> None:
+    import io
+
+    from scrape_contracts.cli.common import WithoutEventLogFailures
+
+    seen = io.StringIO()
+    stream = WithoutEventLogFailures(seen)
+    stream.write(f"Exception while writing logger call to event log: {reason}\n")
+    stream.write("error: cannot use the Dagster instance's storage ...\n")
+    lines = seen.getvalue().splitlines()
+    assert lines[-1].startswith("error: ")
+    assert (len(lines) == 1) is held_back, lines

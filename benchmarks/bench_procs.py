@@ -132,6 +132,12 @@ class PssSampler(threading.Thread):
         self.peak_kb = 0
         self.largest_kb = 0
         self.cpu: dict[tuple[int, str], tuple[str, float]] = {}  # (pid, start) → (role, CPU seconds last seen)
+        # the database server's processes are not the command's children: their CPU since the sampler started
+        # (a backend started meanwhile counts from 0, one already there from what it had used by then)
+        self.database: dict[tuple[int, str], tuple[float, float]] = {}  # (pid, start) → (first, last) seconds
+        self._started_ticks = _uptime_ticks()
+        self._machine_before = machine_busy_seconds()
+        self.machine_s: float | None = None
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -150,6 +156,13 @@ class PssSampler(threading.Thread):
             seen = _cpu_seconds(pid)
             if seen is not None:
                 self.cpu[(pid, seen[0])] = (_role(pid, self.root), seen[1])
+        for pid in _database_pids():
+            seen = _cpu_seconds(pid)
+            if seen is not None:
+                first = self.database.get((pid, seen[0]), (None, 0.0))[0]
+                if first is None:
+                    first = 0.0 if int(seen[0]) >= self._started_ticks else seen[1]
+                self.database[(pid, seen[0])] = (first, seen[1])
 
     def cpu_line(self) -> str:
         """CPU seconds of each process seen (user + system, as last sampled: the last interval of a process
@@ -158,12 +171,17 @@ class PssSampler(threading.Thread):
         for (_, _), (role, seconds) in sorted(self.cpu.items(), key=lambda kv: int(kv[0][1])):
             by_role.setdefault(role, []).append(seconds)
         total = sum(s for values in by_role.values() for s in values)
+        database = sum(last - first for first, last in self.database.values())
+        machine = "" if self.machine_s is None else (
+            f"; the whole machine {self.machine_s:.1f}s ({os.cpu_count()} cores)")
         return f"CPU {total:.1f}s: " + ", ".join(
-            f"{role} " + "+".join(f"{s:.1f}" for s in values) for role, values in by_role.items())
+            f"{role} " + "+".join(f"{s:.1f}" for s in values) for role, values in by_role.items()) + (
+            f"; PostgreSQL's processes {database:.1f}s" if self.database else "") + machine
 
     def stop(self) -> int:
         self._stop_event.set()
         self.join(timeout=5)
+        self.machine_s = machine_busy_seconds() - self._machine_before
         return self.peak_kb
 
 
@@ -186,6 +204,32 @@ def _cpu_seconds(pid: int) -> tuple[str, float] | None:
         return fields[19], (int(fields[11]) + int(fields[12])) / _TICKS
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _uptime_ticks() -> int:
+    with open("/proc/uptime") as fh:
+        return int(float(fh.read().split()[0]) * _TICKS)
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the machine has spent busy since it booted, all cores (``/proc/stat``: all but idle and
+    iowait): the command, the database, the site, and whatever else runs beside them."""
+    with open("/proc/stat") as fh:
+        values = [int(v) for v in fh.readline().split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / _TICKS
+
+
+def _database_pids() -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/comm") as fh:
+                    if fh.read().strip() == "postgres":
+                        pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
 
 
 def _role(pid: int, root: int) -> str:

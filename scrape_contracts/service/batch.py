@@ -28,7 +28,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scrape_contracts.adapters.pages import PageStore
@@ -173,6 +173,9 @@ class BatchRunner:
         # the workers' way to know this process died: it holds the only write end (service/batch_worker.py)
         owner, owner_end = (None, None) if in_threads else ctx.Pipe(duplex=False)
         environ = None if in_threads else dict(os.environ)  # a forkserver's children have its, not ours
+        # each process is sent a copy: of the run's own targets, not every target of the contract
+        sent = self.loaded if in_threads else replace(
+            self.loaded, contract=self.loaded.contract.with_only(names))
 
         def start(target: Any, args: tuple[Any, ...]) -> None:
             worker = (threading.Thread(target=target, args=args, daemon=True) if in_threads
@@ -181,11 +184,11 @@ class BatchRunner:
             workers.append(worker)
 
         for index in range(count):
-            job = ParseJob(index, self.loaded, self.artifacts.location, self._selectors, self.force, earlier,
+            job = ParseJob(index, sent, self.artifacts.location, self._selectors, self.force, earlier,
                            environ, waits_for_database=waiting())
             start(worker_main, (job, fetched, results, self._controls[index], owner))
         # one fetching process for the run: each site host's budget is whole, whatever the targets' order
-        fetch_job = FetchJob(count, self.loaded, self.fetch_settings, self.artifacts.location, tuple(targets),
+        fetch_job = FetchJob(count, sent, self.fetch_settings, self.artifacts.location, tuple(targets),
                              previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
                                         for t in targets if t.partition in states},
                              self._selectors, self._connections(targets), count, self.force, pages, self.jobs,

@@ -138,3 +138,29 @@ def test_item_rules_load_and_their_mistakes_are_named(tmp_path: Path) -> None:
     assert "'first', 'last', 'newest' or 'key'" in errors["fields.latest.item.pick"]
     assert "pick: key needs the key" in errors["fields.gbp.item"]
     assert "only with pick: key" in errors["fields.newest.item"]
+
+
+def test_a_contract_with_only_some_targets_keeps_what_decides_their_outcome(tmp_path: Path) -> None:
+    # what a batched run sends its worker processes: its own targets, not the contract's thousands
+    import pickle
+
+    targets = "".join(f"  - url: https://shop.example.com/p/{i}\n    key: p{i}\n    expected: {{sku: S-{i}}}\n"
+                      for i in range(300))
+    write(tmp_path, "shop.yaml", "name: shop\ntargets:\n" + targets
+          + "fields:\n  sku: {selector: '#sku'}\n  title: {selector: h1, rules: {expected: Book}}\n")
+    contract = load_contracts(tmp_path).by_name()["shop"].contract
+    fingerprint, everything = contract.fingerprint, contract.expected_for("p7")  # cached on the whole one
+    some = contract.with_only(["p7", "p8", "missing"])
+    assert [t.partition_key for t in some.static_targets] == ["p7", "p8"]
+    assert some.fingerprint == fingerprint  # its unchanged pages stay unchanged
+    assert some.expected_for("p7") == everything == {"sku": "S-7", "title": "Book"}
+    assert some.expected_for("p9") == {"title": "Book"}  # not its target: only the field's rule
+    assert contract.expected_for("p9") == {"sku": "S-9", "title": "Book"}  # the whole one is as it was
+    assert len(pickle.dumps(some)) * 20 < len(pickle.dumps(contract))
+    assert pickle.loads(pickle.dumps(some)) == some
+
+
+def test_a_dynamic_contract_with_only_some_targets_is_itself(tmp_path: Path) -> None:
+    write(tmp_path, "shop.yaml", "name: shop\ntargets: {dynamic: true}\nfields:\n  title: {selector: h1}\n")
+    contract = load_contracts(tmp_path).by_name()["shop"].contract
+    assert contract.with_only(["p1"]) is contract

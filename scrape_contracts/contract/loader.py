@@ -17,7 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from scrape_contracts import settings
-from scrape_contracts.contract import destinations, safe_yaml
+from scrape_contracts.contract import destinations, safe_yaml, yaml_cache
 from scrape_contracts.contract.model import Contract
 
 DEFAULT_CONTRACTS_DIR = Path(__file__).resolve().parents[2] / "contracts"
@@ -156,7 +156,12 @@ def _load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError
     limits = settings.yaml_limits()
     try:
         text = safe_yaml.read_text(path, limits)
-        data, node = safe_yaml.load(text, limits)
+        cached = yaml_cache.read(text, limits)
+        if cached is not None:
+            data, node = cached, None
+        else:
+            data, node = safe_yaml.load(text, limits)
+            yaml_cache.keep(text, limits, data)
     except (OSError, UnicodeDecodeError) as exc:
         return None, [ContractError(file, "", f"cannot read file: {exc}")]
     except safe_yaml.YamlLimitError as exc:
@@ -171,6 +176,8 @@ def _load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError
         # the folder confines the local paths a contract may name (fixture_dir, targets.file)
         return Contract.model_validate(data, context={"contract_dir": path.parent}), []
     except ValidationError as exc:
+        if cached is not None:  # the data came from the cache: the mistakes' lines are in the text's nodes
+            node = safe_yaml.compose(text, limits)
         return None, _messages(exc, node, file)
 
 

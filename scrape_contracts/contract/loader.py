@@ -161,7 +161,6 @@ def _load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError
             data, node = cached, None
         else:
             data, node = safe_yaml.load(text, limits)
-            yaml_cache.keep(text, limits, data)
     except (OSError, UnicodeDecodeError) as exc:
         return None, [ContractError(file, "", f"cannot read file: {exc}")]
     except safe_yaml.YamlLimitError as exc:
@@ -174,11 +173,14 @@ def _load_contract_file(path: Path) -> tuple[Contract | None, list[ContractError
         return None, [ContractError(file, "", "a contract must be a YAML mapping (name:, targets:, fields: ...)")]
     try:
         # the folder confines the local paths a contract may name (fixture_dir, targets.file)
-        return Contract.model_validate(data, context={"contract_dir": path.parent}), []
+        contract = Contract.model_validate(data, context={"contract_dir": path.parent})
     except ValidationError as exc:
         if cached is not None:  # the data came from the cache: the mistakes' lines are in the text's nodes
             node = safe_yaml.compose(text, limits)
         return None, _messages(exc, node, file)
+    if cached is None:  # only a valid contract: a refused one may hold what must not be copied (a password)
+        yaml_cache.keep(text, limits, data)
+    return contract, []
 
 
 def load_contracts(directory: Path | str | None = None) -> LoadResult:

@@ -3,8 +3,7 @@
 Every process that loads the code location reads every contract: the CLI, the code server, and with
 ``--queue`` each ``dagster job launch`` and each run worker. PyYAML spends about 2.4 s on a contract of 20,000
 targets (libyaml's nodes, then its Python constructor), where reading the same data back as JSON takes a
-twentieth of that. A document of at least ``MIN_BYTES`` that parsed without error is kept as JSON under the
-sha256 of its text (and of what else decides the parse: the loader's format, PyYAML's version, the limits),
+twentieth of that. A valid contract of at least ``MIN_BYTES`` is kept as JSON under the sha256 of its text (and of what else decides the parse: the loader's format, PyYAML's version, the limits),
 in ``SCRAPE_CONTRACTS_CACHE_DIR`` (default ``$XDG_CACHE_HOME/scrape_contracts`` or
 ``~/.cache/scrape_contracts``; ``off`` turns it off).
 
@@ -71,7 +70,10 @@ def keep(text: str, limits: YamlLimits, data: Any) -> None:
     partial = folder / f".{path.name}.{os.getpid()}"
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        partial.write_text(json.dumps({"data": data}, ensure_ascii=False), encoding="utf-8")
+        # readable by its owner only, like the folder: it is a copy of the contract
+        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
+                       encoding="utf-8") as out:
+            out.write(json.dumps({"data": data}, ensure_ascii=False))
         os.replace(partial, path)  # a reader sees the whole file or none
         _prune(folder)
     except (OSError, ValueError):  # ValueError: text JSON cannot write (a lone surrogate)

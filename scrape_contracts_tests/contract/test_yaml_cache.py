@@ -41,6 +41,7 @@ def test_a_large_contract_is_read_back_from_what_was_kept(cache: Path, tmp_path:
     first = _load(contracts)
     kept = list(cache.glob("*.json"))
     assert len(kept) == 1 and not first.errors
+    assert kept[0].stat().st_mode & 0o077 == 0 and cache.stat().st_mode & 0o077 == 0  # a copy of the contract
     # the next load takes the kept data, not the text: seen by changing what was kept
     data = json.loads(kept[0].read_text())
     data["data"]["targets"][0]["url"] = "https://shop.example.com/from-the-cache"
@@ -54,16 +55,22 @@ def test_a_large_contract_is_read_back_from_what_was_kept(cache: Path, tmp_path:
     assert len(list(cache.glob("*.json"))) == 2
 
 
-def test_a_mistake_is_said_at_its_line_whether_the_data_was_kept_or_not(cache: Path, tmp_path: Path) -> None:
+def test_a_refused_contract_is_not_kept_and_a_mistake_in_kept_data_is_said_at_its_line(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scrape_contracts.contract import safe_yaml
+
     contracts = tmp_path / "contracts"
     contracts.mkdir()
     text = _large(mistake="  price: {selector: '#p', type: money}\n")
     (contracts / "shop.yaml").write_text(text)
     parsed = _load(contracts).errors
-    assert list(cache.glob("*.json"))  # kept: it is valid YAML, whatever validation says of it
-    from_cache = _load(contracts).errors
-    assert [str(e) for e in from_cache] == [str(e) for e in parsed]
     assert parsed and parsed[0].line == text.count("\n")  # the line of `type: money`
+    assert not cache.exists() or not list(cache.glob("*.json"))  # refused: not copied anywhere
+    # kept by a release that took it (or under other settings): refused now, at the same line
+    yaml_cache.keep(text, YamlLimits(), safe_yaml.load(text)[0])
+    assert list(cache.glob("*.json"))
+    from_cache = _load(contracts).errors
+    assert [(str(e), e.line) for e in from_cache] == [(str(e), e.line) for e in parsed]
 
 
 def test_what_is_not_kept(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

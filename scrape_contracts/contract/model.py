@@ -181,10 +181,10 @@ class Contract(Strict):
 
     def with_only(self, partitions: Collection[str]) -> Contract:
         """This contract with only the listed targets of its own (a dynamic contract as it is): what a batched
-        run sends its worker processes. Each is sent a pickled copy, and at 20,000 targets the whole contract
-        was 3 MB a copy, three copies a run (docs/performance.md). Not validated again: the targets kept were
-        validated with the contract; nothing cached on this one (its fingerprint, the targets' expectations)
-        is carried over, so what the copy works out is about its own targets."""
+        run sends its worker processes, each a pickled copy, so that a run's cost does not grow with the
+        targets of other runs (docs/performance.md). Not validated again: the targets kept were validated
+        with the contract; nothing cached on this one (its fingerprint, the targets' expectations) is carried
+        over, so what the copy works out is about its own targets."""
         if self.is_dynamic:
             return self
         keep = set(partitions)

@@ -144,8 +144,8 @@ def test_a_contract_with_only_some_targets_keeps_what_decides_their_outcome(tmp_
     # what a batched run sends its worker processes: its own targets, not the contract's thousands
     import pickle
 
-    targets = "".join(f"  - url: https://shop.example.com/p/{i}\n    key: p{i}\n    expected: {{sku: S-{i}}}\n"
-                      for i in range(300))
+    targets = "".join(f"  - url: https://shop.example.com/p/{i}\n    key: p{i}\n"
+                      f"    expected: {{sku: S-{i}}}\n" for i in range(300))
     write(tmp_path, "shop.yaml", "name: shop\ntargets:\n" + targets
           + "fields:\n  sku: {selector: '#sku'}\n  title: {selector: h1, rules: {expected: Book}}\n")
     contract = load_contracts(tmp_path).by_name()["shop"].contract

@@ -91,7 +91,8 @@ def test_what_is_not_kept(cache: Path, tmp_path: Path, monkeypatch: pytest.Monke
     assert yaml_cache.read(text, limits) is None
 
 
-def test_a_folder_that_cannot_be_written_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_folder_that_cannot_be_written_changes_nothing(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
     monkeypatch.setenv("SCRAPE_CONTRACTS_CACHE_DIR", str(blocked / "cache"))

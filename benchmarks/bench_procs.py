@@ -156,13 +156,11 @@ class PssSampler(threading.Thread):
             seen = _cpu_seconds(pid)
             if seen is not None:
                 self.cpu[(pid, seen[0])] = (_role(pid, self.root), seen[1])
-        for pid in _database_pids():
-            seen = _cpu_seconds(pid)
-            if seen is not None:
-                first = self.database.get((pid, seen[0]), (None, 0.0))[0]
-                if first is None:
-                    first = 0.0 if int(seen[0]) >= self._started_ticks else seen[1]
-                self.database[(pid, seen[0])] = (first, seen[1])
+        for key, seconds in _database_cpu().items():
+            first = self.database.get(key, (None, 0.0))[0]
+            if first is None:
+                first = 0.0 if int(key[1]) >= self._started_ticks else seconds
+            self.database[key] = (first, seconds)
 
     def cpu_line(self) -> str:
         """CPU seconds of each process seen (user + system, as last sampled: the last interval of a process
@@ -219,17 +217,22 @@ def machine_busy_seconds() -> float:
     return (sum(values[:8]) - values[3] - values[4]) / _TICKS
 
 
-def _database_pids() -> list[int]:
-    pids = []
+def _database_cpu() -> dict[tuple[int, str], float]:
+    """(pid, start time in ticks) → user + system CPU seconds of each PostgreSQL process, from one read of
+    its ``/proc/<pid>/stat`` (its name is there too, in parentheses)."""
+    found = {}
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/comm") as fh:
-                    if fh.read().strip() == "postgres":
-                        pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as fh:
+                head, _, rest = fh.read().rpartition(")")
+        except OSError:
+            continue
+        fields = rest.split()
+        if head.partition("(")[2] == "postgres" and len(fields) > 19:
+            found[(int(entry.name), fields[19])] = (int(fields[11]) + int(fields[12])) / _TICKS
+    return found
 
 
 def _role(pid: int, root: int) -> str:

@@ -81,9 +81,16 @@ def postgres_reachable() -> bool:
         return False
 
 
+# What docs/production.md recommends appending to DAGSTER_PG_URL for sweeps of many targets: Dagster's storage
+# commits without waiting for the disk (the project store's sessions turn it back on for themselves).
+ASYNC_COMMITS = "options=-c%20synchronous_commit%3Doff"
+
+
 @contextlib.contextmanager
-def postgres_instance(workdir: Path, contracts_dir: Path, name: str = "postgres") -> Iterator[InstanceEnv]:
-    """The production profile on a throw-away database (instance and project store), dropped at the end."""
+def postgres_instance(workdir: Path, contracts_dir: Path, name: str = "postgres", *,
+                      async_commits: bool = False) -> Iterator[InstanceEnv]:
+    """The production profile on a throw-away database (instance and project store), dropped at the end;
+    ``async_commits``: with the URL docs/production.md recommends for large sweeps, shared by both as there."""
     import sqlalchemy as sa
 
     database = f"sc_bench_{uuid.uuid4().hex[:12]}"
@@ -96,8 +103,9 @@ def postgres_instance(workdir: Path, contracts_dir: Path, name: str = "postgres"
         home.mkdir()
         shutil.copy(REPO / "deploy" / "dagster.postgres.yaml", home / "dagster.yaml")
         env = _base_env(contracts_dir, home)
-        env.update(DAGSTER_PG_URL=url, SCRAPE_CONTRACTS_DB_URL=url)
-        yield InstanceEnv("postgres", home, url, env).create_storage()
+        shared = f"{url}?{ASYNC_COMMITS}" if async_commits else url
+        env.update(DAGSTER_PG_URL=shared, SCRAPE_CONTRACTS_DB_URL=shared)
+        yield InstanceEnv("postgres-async" if async_commits else "postgres", home, shared, env).create_storage()
     finally:
         # this process's own connections (reading the accepted data) are ended with everyone else's
         with admin.connect() as conn:

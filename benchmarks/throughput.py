@@ -510,7 +510,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="comma-separated subset of raw,single,batch,queue (default: all)")
     parser.add_argument("--profiles", default="sqlite,postgres",
                         help="instance profiles for batch/queue: sqlite (dagster.yaml), postgres "
-                             "(deploy/dagster.postgres.yaml); default both")
+                             "(deploy/dagster.postgres.yaml), postgres-async (the same with DAGSTER_PG_URL "
+                             "turning synchronous_commit off, as docs/production.md recommends for large "
+                             "sweeps); default sqlite,postgres")
     parser.add_argument("--concurrency", type=int, default=8,
                         help="fetch.concurrency (per host) for the batch path, if the contract model has it")
     parser.add_argument("--batch-size", type=int, default=None,
@@ -586,19 +588,24 @@ def run_paths(args: argparse.Namespace, paths: set[str], site: sitegen.Site, bas
         rows.append(_announce(measure_single(single, contracts_dir, keys, site.truth(), workdir)))
     modes = [mode for mode, path in ((Mode.IN_PROCESS, "batch"), (Mode.QUEUE, "queue")) if path in paths]
     profiles = [p for p in args.profiles.split(",") if p]
-    if "postgres" in profiles and (args.skip_postgres or not postgres_reachable()):
+    unknown = [p for p in profiles if p not in ("sqlite", "postgres", "postgres-async")]
+    if unknown:
+        raise SystemExit(f"--profiles: unknown {', '.join(unknown)} (sqlite, postgres, postgres-async)")
+    on_postgres = [p for p in profiles if p.startswith("postgres")]
+    if on_postgres and (args.skip_postgres or not postgres_reachable()):
         if args.postgres:
             raise SystemExit(f"--postgres: PostgreSQL is not reachable at {PG_ADMIN_URL}")
         if modes:
-            print("postgres profile: skipped: " + ("--skip-postgres" if args.skip_postgres
-                                                   else f"not reachable at {PG_ADMIN_URL}"))
-        profiles.remove("postgres")
+            print(f"{', '.join(on_postgres)} profile: skipped: " + (
+                "--skip-postgres" if args.skip_postgres else f"not reachable at {PG_ADMIN_URL}"))
+        profiles = [p for p in profiles if p not in on_postgres]
     round_no = 0
     for profile in profiles:
         for mode in modes:
             round_no += 1
             name = f"{profile}-{mode}"
-            with (postgres_instance(workdir, contracts_dir, name) if profile == "postgres"
+            with (postgres_instance(workdir, contracts_dir, name, async_commits=profile == "postgres-async")
+                  if profile.startswith("postgres")
                   else contextlib.nullcontext(sqlite_instance(workdir, contracts_dir, name))) as instance_env:
                 rows += batched_rows(instance_env, mode, site, contracts_dir, workdir, args.seed, round_no, timeout)
     if "raw" in paths and len(rows) > 1 and args.raw_again:

@@ -53,6 +53,19 @@ def _engine_for(url: str) -> Engine:
 IDLE_IN_TRANSACTION_S = 30
 
 
+def durable_commits(cursor: Any) -> None:
+    """The store's commits wait for the server's disk, whatever the URL or the database's defaults say.
+
+    The URL is often the one Dagster's instance uses (docs/production.md), where ``synchronous_commit=off`` is
+    the recommended trade for the event log's speed: a crash of the server may drop its last half second of
+    run events. The store holds the accepted data, which the last accepted version must survive; a stricter
+    setting (``remote_apply`` for a replica) is left as it is.
+    """
+    cursor.execute("SHOW synchronous_commit")
+    if cursor.fetchone()[0] in ("off", "local"):
+        cursor.execute("SET synchronous_commit = on")
+
+
 def new_engine(url: str) -> Engine:
     """An engine with the store's connection settings, the schema left alone (``_engine_for`` checks it)."""
     if not url.startswith("sqlite"):
@@ -74,8 +87,9 @@ def new_engine(url: str) -> Engine:
             def _postgres_connect(dbapi_conn: Any, _record: Any) -> None:
                 cursor = dbapi_conn.cursor()
                 cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_S * 1000}")
+                durable_commits(cursor)
                 cursor.close()
-                dbapi_conn.commit()  # the SET outside any transaction the pool hands out
+                dbapi_conn.commit()  # the SETs outside any transaction the pool hands out
 
         return engine
     engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})

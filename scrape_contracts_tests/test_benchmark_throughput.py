@@ -97,3 +97,27 @@ def test_benchmark_runs_small_and_every_value_is_correct(tmp_path: Path) -> None
     for path, pages, _seconds, rate, _x_raw, _rss, correct, total in rows:
         assert float(rate) > 0, path
         assert correct == total == str(int(pages) * len(throughput.FIELDS)), path
+
+
+def test_the_async_profile_turns_off_synchronous_commit_for_dagsters_storage_only(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from bench_instances import postgres_instance
+    from scrape_contracts.adapters.store import ProjectStore
+    from scrape_contracts_tests.conftest import require_postgres
+
+    require_postgres()
+    contracts = tmp_path / "contracts"
+    contracts.mkdir()
+    with postgres_instance(tmp_path, contracts, "async", async_commits=True) as env:
+        assert env.label == "postgres-async"
+        assert env.env["DAGSTER_PG_URL"] == env.env["SCRAPE_CONTRACTS_DB_URL"]  # shared, as docs/production.md says
+        instance = env.dagster_instance()
+        try:
+            # the URL Dagster's event log storage connects with, as the instance built it from dagster.yaml
+            with sa.create_engine(instance.event_log_storage.postgres_url).connect() as conn:
+                assert conn.execute(sa.text("SHOW synchronous_commit")).scalar_one() == "off"
+        finally:
+            instance.dispose()
+        with ProjectStore(env.db_url).engine.connect() as conn:
+            assert conn.execute(sa.text("SHOW synchronous_commit")).scalar_one() == "on"

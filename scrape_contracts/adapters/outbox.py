@@ -18,7 +18,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from scrape_contracts.adapters.schema import DeliveryState, OutboxKind, deliveries, outbox
+from scrape_contracts.adapters.schema import deliveries, outbox
+from scrape_contracts.adapters.statuses import DeliveryState, OutboxKind
 
 _NAMESPACE = uuid.UUID("6f1d3c64-5b0e-4a57-9a43-8d2f0c1e7b21")
 

@@ -11,7 +11,8 @@ import datetime as dt
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scrape_contracts.adapters.schema import CandidateStatus, accepted, candidates, fingerprints
+from scrape_contracts.adapters.schema import accepted, candidates, fingerprints
+from scrape_contracts.adapters.statuses import CandidateStatus
 
 # candidates that may still become accepted data (a run between its check and its accept, a review)
 OPEN_STATUSES = (CandidateStatus.PENDING, CandidateStatus.QUARANTINED)

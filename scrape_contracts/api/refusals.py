@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scrape_contracts.adapters.schema import TextEnum
+from scrape_contracts.adapters.statuses import TextEnum
 
 
 class Refusal(TextEnum):

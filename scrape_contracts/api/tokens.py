@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scrape_contracts.adapters.schema import TokenScope, api_tokens
+from scrape_contracts.adapters.schema import api_tokens
+from scrape_contracts.adapters.statuses import TokenScope
 
 PREFIX = "sct_"
 

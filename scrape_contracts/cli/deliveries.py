@@ -21,7 +21,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from scrape_contracts.adapters.schema import DeliveryState
+    from scrape_contracts.adapters.statuses import DeliveryState
     from scrape_contracts.defs.activations import awaiting_delivery
     from scrape_contracts.service.activations import undelivered
 
@@ -55,7 +55,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         DestinationError,
         load_destinations,
     )
-    from scrape_contracts.adapters.schema import DeliveryState
+    from scrape_contracts.adapters.statuses import DeliveryState
     from scrape_contracts.contract.loader import contracts_dir
     from scrape_contracts.service.activations import deliver_rows
 

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from scrape_contracts.adapters.destinations import DestinationError, load_destinations
 from scrape_contracts.adapters.outbox import Outbox, OutboxRow
-from scrape_contracts.adapters.schema import DeliveryState
+from scrape_contracts.adapters.statuses import DeliveryState
 from scrape_contracts.contract.loader import LoadResult, contracts_dir
 from scrape_contracts.defs.resources import ProjectStoreResource
 from scrape_contracts.service.activations import Sent, deliver_rows, has_routes

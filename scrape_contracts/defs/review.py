@@ -5,7 +5,7 @@ from typing import Any
 
 import dagster as dg
 
-from scrape_contracts.adapters.schema import OutboxKind
+from scrape_contracts.adapters.statuses import OutboxKind
 from scrape_contracts.adapters.store import Candidate, ProjectStore, StoreError
 from scrape_contracts.contract.loader import LoadedContract, LoadResult
 from scrape_contracts.defs.assets import stage_description, target_state_observation

@@ -21,7 +21,7 @@ from scrape_contracts.adapters.destinations import (
     request_for,
 )
 from scrape_contracts.adapters.outbox import Delivery, OutboxRow, event_id
-from scrape_contracts.adapters.schema import DeliveryState, OutboxKind
+from scrape_contracts.adapters.statuses import DeliveryState, OutboxKind
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.activations import Activation, Operational
 from scrape_contracts.contract.loader import LoadedContract

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scrape_contracts.adapters.fetch.urls import redact_url
-from scrape_contracts.adapters.schema import CandidateStatus
+from scrape_contracts.adapters.statuses import CandidateStatus
 from scrape_contracts.adapters.store import ProjectStore
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.service.scrape import target_urls

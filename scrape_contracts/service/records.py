@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from scrape_contracts.adapters.schema import CandidateStatus
+from scrape_contracts.adapters.statuses import CandidateStatus
 from scrape_contracts.adapters.store import Lease, LostLease, busy_message
 from scrape_contracts.engine.diff import FieldChange
 from scrape_contracts.engine.extract import FieldProblem

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from scrape_contracts import settings
 from scrape_contracts.adapters.pages import PageStore
-from scrape_contracts.adapters.schema import AcceptSource, CandidateStatus, RepairState, SelectorSource
+from scrape_contracts.adapters.statuses import AcceptSource, CandidateStatus, RepairState, SelectorSource
 from scrape_contracts.adapters.store import (
     Candidate, ProjectStore, RepairProposal, SelectorConflict, StaleCandidate, StoreError,
 )

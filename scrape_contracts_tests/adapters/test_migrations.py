@@ -22,7 +22,8 @@ from sqlalchemy.exc import IntegrityError
 from scrape_contracts import cli
 from scrape_contracts.adapters import migrations
 from scrape_contracts.adapters import store as store_module
-from scrape_contracts.adapters.schema import AcceptSource, CandidateStatus, Decision, SelectorSource, metadata
+from scrape_contracts.adapters.schema import metadata
+from scrape_contracts.adapters.statuses import AcceptSource, CandidateStatus, Decision, SelectorSource
 from scrape_contracts.adapters.store import (
     REVIEW_PAUSE, CandidateAction, NewCandidate, ProjectStore, StoreTooNew, new_engine,
 )

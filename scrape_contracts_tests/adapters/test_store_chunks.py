@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from scrape_contracts.adapters.schema import CandidateStatus, OutboxKind, partition_state
+from scrape_contracts.adapters.schema import partition_state
+from scrape_contracts.adapters.statuses import CandidateStatus, OutboxKind
 from scrape_contracts.adapters.store import CandidateAction, NewCandidate, ProjectStore
 from scrape_contracts.engine.outcome import Outcome
 

@@ -9,7 +9,7 @@ import pytest
 
 from scrape_contracts.adapters.destinations import verify
 from scrape_contracts.adapters.outbox import event_id
-from scrape_contracts.adapters.schema import DeliveryState, OutboxKind
+from scrape_contracts.adapters.statuses import DeliveryState, OutboxKind
 from scrape_contracts.cli import main
 from scrape_contracts_tests.conftest import HOOK_SECRET, Harness, product_page
 from scrape_contracts_tests.receiver import Receiver

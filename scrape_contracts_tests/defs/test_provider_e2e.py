@@ -14,7 +14,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from scrape_contracts.adapters.schema import ProviderJobState
+from scrape_contracts.adapters.statuses import ProviderJobState
 from scrape_contracts.defs.names import accepted_key
 from scrape_contracts_tests.conftest import failure_text, product_page
 from scrape_contracts_tests.defs.provider_setup import (  # noqa: F401

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from scrape_contracts import cli
-from scrape_contracts.adapters.schema import RepairState, SelectorSource
+from scrape_contracts.adapters.statuses import RepairState, SelectorSource
 from scrape_contracts_tests.conftest import failure_text, product_page
 from scrape_contracts_tests.defs.provider_setup import (  # noqa: F401
     batch_summary, ProviderSetup, provider_contract, provider_setup,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from scrape_contracts.adapters.destinations import DeliveryPolicy, load_destinations
-from scrape_contracts.adapters.schema import DeliveryState
+from scrape_contracts.adapters.statuses import DeliveryState
 from scrape_contracts.contract.loader import load_contracts
 from scrape_contracts.service.activations import deliver_rows
 from scrape_contracts_tests.conftest import Harness, product_page

@@ -18,7 +18,7 @@ from scrape_contracts.adapters.destinations import (
 )
 from scrape_contracts.contract.destinations import parse_destinations
 from scrape_contracts.adapters.outbox import event_id
-from scrape_contracts.adapters.schema import DeliveryState
+from scrape_contracts.adapters.statuses import DeliveryState
 from scrape_contracts.contract.loader import load_contracts
 from scrape_contracts.service.activations import deliver_rows
 from scrape_contracts_tests.conftest import Harness, product_page

@@ -5,7 +5,8 @@ what to change in the contract; ``kind`` and ``transient`` let callers decide be
 "fix the contract".
 
 Modules: ``page`` (Page, FetchError, the fetcher protocols), ``policy`` (retries, redirects, deadline:
-the sans-IO steps both HTTP clients perform), ``http`` / ``http_async`` (the two clients, on ``client``),
+the sans-IO steps both HTTP clients perform), ``exchange`` (one attempt's GET, as a client sends it),
+``http`` / ``http_async`` (the two clients, on ``client``),
 ``transport`` / ``pool`` (their connection pools, and one per proxy of ``adapters/proxies``), ``cookies``
 (a cookie jar per site host for the run, consent cookies) and ``deadline`` (the deadline enforced on every socket
 operation), ``body`` (inflation, size limit, charsets), ``secrets`` and ``urls`` (credentials kept out

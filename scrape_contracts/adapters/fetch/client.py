@@ -15,7 +15,8 @@ import httpx
 from scrape_contracts.adapters.fetch.body import ACCEPT_ENCODING
 from scrape_contracts.adapters.fetch.cookies import NoCookies, Sessions
 from scrape_contracts.adapters.fetch.deadline import handshake_failure
-from scrape_contracts.adapters.fetch.policy import Exchange, FetchPolicy, retry_after_seconds
+from scrape_contracts.adapters.fetch.exchange import Exchange
+from scrape_contracts.adapters.fetch.policy import FetchPolicy, retry_after_seconds
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.netguard import AddressGuard, Resolver
 from scrape_contracts.adapters.proxies import Fault, ProxyChoice, ProxyEndpoint, ProxyPool

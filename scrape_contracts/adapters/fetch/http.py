@@ -13,7 +13,7 @@ from scrape_contracts.adapters.fetch.connect import pinned_to
 from scrape_contracts.adapters.fetch.deadline import deadline_within
 from scrape_contracts.adapters.fetch.page import ClosesOnExit, Page
 from scrape_contracts.adapters.fetch.pace import Ticket
-from scrape_contracts.adapters.fetch.policy import Exchange
+from scrape_contracts.adapters.fetch.exchange import Exchange
 from scrape_contracts.adapters.fetch.steps import CheckAddress, CheckRobots, RobotsRefusal, Sleep, Turn
 from scrape_contracts.adapters.fetch.transport import ProxyTransport, SyncTransport
 from scrape_contracts.adapters.proxies import ProxyEndpoint

@@ -28,8 +28,9 @@ from urllib.parse import urljoin
 import httpx
 
 from scrape_contracts.adapters.fetch import messages
-from scrape_contracts.adapters.fetch.body import BodyReader, TooLarge, UnsupportedEncoding, decode_html
+from scrape_contracts.adapters.fetch.body import TooLarge, UnsupportedEncoding, decode_html
 from scrape_contracts.adapters.fetch.deadline import untrusted_certificate
+from scrape_contracts.adapters.fetch.exchange import DeadlinePassed, DeclaredTooLarge, Exchange, FetchState
 from scrape_contracts.adapters.fetch.page import FetchError, Page
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
@@ -66,99 +67,6 @@ def retry_after_seconds(value: str | None, *, now: float | None = None) -> float
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-class _DeadlinePassed(Exception):
-    pass
-
-
-class _DeclaredTooLarge(Exception):
-    def __init__(self, declared: int) -> None:
-        super().__init__(declared)
-        self.declared = declared
-
-
-@dataclass
-class _State:
-    """One ``fetch`` call; never shared, which keeps a fetcher safe to use from many threads or tasks."""
-
-    requested_url: str
-    clock: Callable[[], float]
-    deadline_s: float
-    robots: bool = True
-    started: float = 0.0
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.started = self.clock()
-
-    def elapsed(self) -> float:
-        return self.clock() - self.started
-
-    def remaining(self) -> float:
-        return self.deadline_s - self.elapsed()
-
-
-class Exchange:
-    """One GET for the client to send. It reports the response with ``start(status, reason, headers)``
-    and, when that returns True, ``feed``s every chunk of the body as sent on the wire (httpx's
-    ``iter_raw()``, as it arrives); when it returns False and ``drain`` is set, it reads the (empty) body to
-    its end without feeding it, so the connection can be used again; it then returns ``finish()``.
-
-    ``timeout`` bounds each network operation; no operation may outlast ``budget_s``, what is left of
-    the fetch deadline. A new connection goes to ``addresses``, the ones the guard checked (None: connect
-    to the host as named, a literal IP or a host exempt from the check).
-    """
-
-    def __init__(
-        self, url: str, headers: dict[str, str], timeout: float, state: _State, max_bytes: int,
-        record: dict[str, Any], addresses: tuple[str, ...] | None = None,
-    ) -> None:
-        self.url = url
-        self.addresses = addresses
-        self.headers = headers
-        self.timeout = timeout
-        self.budget_s = state.remaining()
-        self._state = state
-        self._max_bytes = max_bytes
-        self._record = record
-        self._answer: Answer | None = None
-        self._reader: BodyReader | None = None
-        self.drain = False
-
-    def via(self, proxy: str) -> None:
-        """The attempt goes through ``proxy`` (its shown name): recorded with it."""
-        self._record["proxy"] = proxy
-
-    def start(self, status: int, reason: str, headers: httpx.Headers) -> bool:
-        self._record["status"] = status
-        self._answer = Answer(status, reason, headers, None)
-        # a 304 has no body (HTTP semantics; h11 reads none whatever the server sends): reading its end costs
-        # nothing and keeps the connection for the next request, where closing it unread would drop it; an
-        # unchanged sweep is mostly 304s, and a new connection per target was a fifth of its fetch time
-        self.drain = status == 304
-        if not 200 <= status < 300:
-            # error and redirect bodies are never used; closing unread drops the connection cheaply
-            return False
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._max_bytes:
-            raise _DeclaredTooLarge(int(declared))
-        self._reader = BodyReader(headers.get("content-encoding", ""), self._max_bytes)
-        return True
-
-    def feed(self, chunk: bytes) -> None:
-        # a read timeout restarts with every chunk; the sockets enforce the deadline too (``deadline``),
-        # this check holds it on the policy's own clock
-        if self._state.remaining() < 0:
-            raise _DeadlinePassed
-        assert self._reader is not None, "feed() before start() returned True"
-        self._reader.feed(chunk)
-
-    def finish(self) -> Answer:
-        assert self._answer is not None, "finish() before start()"
-        if self._reader is not None:
-            self._answer.body = self._reader.finish()
-        return self._answer
-
-
 @dataclass(frozen=True)
 class FetchPolicy:
     timeout_s: float = 10.0
@@ -187,11 +95,11 @@ class FetchPolicy:
     def plan(self, url: str, etag: str | None = None, last_modified: str | None = None, *,
              robots: bool = True) -> Plan:
         """``robots``: ask ``CheckRobots`` before each hop (not for robots.txt itself)."""
-        state = _State(url, self.clock, self.deadline_s, robots)
+        state = FetchState(url, self.clock, self.deadline_s, robots)
         return Plan(self._fetch(state, url, etag, last_modified))
 
     def _fetch(
-        self, state: _State, url: str, etag: str | None, last_modified: str | None
+        self, state: FetchState, url: str, etag: str | None, last_modified: str | None
     ) -> Generator[Step, Any, Page]:
         problem = url_problem(url)
         if problem:
@@ -237,7 +145,7 @@ class FetchPolicy:
                 raise self._error(state, "http_status", current, detail, status=answer.status) from None
 
     def _hop(
-        self, state: _State, url: str, via: str | None, headers: dict[str, str]
+        self, state: FetchState, url: str, via: str | None, headers: dict[str, str]
     ) -> Generator[Step, Any, Answer]:
         """One hop with retries; returns any answer that is not retryable or raises FetchError."""
         retries_done = 0
@@ -284,11 +192,11 @@ class FetchPolicy:
                 record["error"] = self.scrub(f"connection failed: {type(exc).__name__}: {exc}")
             except httpx.InvalidURL as exc:
                 raise self._error(state, "invalid_url", url, messages.malformed_url(exc)) from None
-            except _DeclaredTooLarge as exc:
+            except DeclaredTooLarge as exc:
                 raise self._too_large(state, url, f"Content-Length is {exc.declared} bytes") from None
             except TooLarge as exc:
                 raise self._too_large(state, url, f"stopped reading after {exc.seen} bytes") from None
-            except _DeadlinePassed:
+            except DeadlinePassed:
                 raise self._deadline_error(state, url, None) from None
             except UnsupportedEncoding as exc:
                 detail = messages.bad_encoding(exc.content_encoding, str(exc))
@@ -314,7 +222,7 @@ class FetchPolicy:
             retries_done += 1
 
     def _check_address(
-        self, state: _State, url: str, via: str | None
+        self, state: FetchState, url: str, via: str | None
     ) -> Generator[Step, Any, tuple[ResolutionFailed | None, tuple[str, ...] | None]]:
         """Raises FetchError if the address is refused; returns a DNS failure for the retry loop to handle,
         or the addresses checked, which the exchange connects to."""
@@ -329,7 +237,7 @@ class FetchPolicy:
         return None, addresses
 
     def _page(
-        self, state: _State, url: str, answer: Answer, etag: str | None, last_modified: str | None
+        self, state: FetchState, url: str, answer: Answer, etag: str | None, last_modified: str | None
     ) -> Page:
         headers = self._public_headers(answer.headers)
         common = dict(
@@ -367,7 +275,7 @@ class FetchPolicy:
         }
 
     def _error(
-        self, state: _State, kind: str, url: str, detail: str, *, status: int | None = None,
+        self, state: FetchState, kind: str, url: str, detail: str, *, status: int | None = None,
         transient: bool = False,
     ) -> FetchError:
         where = redact_url(url)
@@ -382,13 +290,13 @@ class FetchPolicy:
             attempts=tuple(state.attempts),
         )
 
-    def _too_large(self, state: _State, url: str, evidence: str) -> FetchError:
+    def _too_large(self, state: FetchState, url: str, evidence: str) -> FetchError:
         status = state.attempts[-1]["status"] if state.attempts else None
         detail = messages.too_large(self.max_bytes, evidence)
         return self._error(state, "too_large", url, detail, status=status)
 
     def _exhausted_error(
-        self, state: _State, url: str, kind: str, answer: Answer | None, timeout: float
+        self, state: FetchState, url: str, kind: str, answer: Answer | None, timeout: float
     ) -> FetchError:
         tries = len(state.attempts)
         if kind == "timeout":
@@ -402,7 +310,7 @@ class FetchPolicy:
         return self._error(state, kind, url, detail, status=status, transient=True)
 
     def _deadline_error(
-        self, state: _State, url: str, answer: Answer | None, *, wait: float = 0.0,
+        self, state: FetchState, url: str, answer: Answer | None, *, wait: float = 0.0,
         from_retry_after: bool = False,
     ) -> FetchError:
         tries = len(state.attempts)

@@ -1,5 +1,5 @@
-"""The I/O steps a fetch plan asks its client to perform (adapters/fetch/policy.py), but the exchange itself,
-and the ``Plan`` that hands them out one at a time."""
+"""The I/O steps a fetch plan asks its client to perform (adapters/fetch/policy.py), but the exchange itself
+(adapters/fetch/exchange.py), and the ``Plan`` that hands them out one at a time."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import httpx
 
 if TYPE_CHECKING:
     from scrape_contracts.adapters.fetch.page import Page
-    from scrape_contracts.adapters.fetch.policy import Exchange  # the exchange reads the body: policy.py's
+    from scrape_contracts.adapters.fetch.exchange import Exchange  # it reads the body: exchange.py's
 
     Step: TypeAlias = "Sleep | Turn | CheckRobots | CheckAddress | Exchange"
 

@@ -2,9 +2,9 @@
 
 One SQLAlchemy URL (SQLite by default, PostgreSQL in production). Every write that must not be half-done
 is one transaction; races are settled by unique constraints (one accepted version per candidate, one
-selector version number per contract) rather than by hoping two runs never meet. The tables and their
-status enums are in ``adapters/schema.py``; ``migrations`` creates and upgrades them the first time a
-process opens the store.
+selector version number per contract) rather than by hoping two runs never meet. The tables are in
+``adapters/schema.py``, their status enums in ``adapters/statuses.py``; ``migrations`` creates and upgrades
+them the first time a process opens the store.
 
 ``ProjectStore`` is put together from one part per responsibility: ``recording`` (storing and recording
 candidates, quarantine), ``acceptance`` (accepting exactly once, reading accepted versions), ``review``,
@@ -21,9 +21,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
-from scrape_contracts.adapters.schema import (
-    AcceptSource, CandidateStatus, Decision, SelectorSource, accepted, candidates, metadata, reviews,
-)
+from scrape_contracts.adapters.schema import accepted, candidates, metadata, reviews
+from scrape_contracts.adapters.statuses import AcceptSource, CandidateStatus, Decision, SelectorSource
 from scrape_contracts.adapters.store.recording import CandidatesMixin
 from scrape_contracts.adapters.store.discovered import (
     DiscoveredTargetsMixin, DiscoveryChanges, FoundTarget, KnownTarget,

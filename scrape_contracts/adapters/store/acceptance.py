@@ -10,7 +10,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from scrape_contracts.adapters import outbox as _outbox
-from scrape_contracts.adapters.schema import AcceptSource, CandidateStatus, OutboxKind, accepted, candidates
+from scrape_contracts.adapters.schema import accepted, candidates
+from scrape_contracts.adapters.statuses import AcceptSource, CandidateStatus, OutboxKind
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.errors import AlreadyAccepted, StaleCandidate, StoreError
 from scrape_contracts.adapters.store.leases import check_fence

@@ -23,9 +23,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from scrape_contracts.adapters import outbox
-from scrape_contracts.adapters.schema import (
-    OutboxKind, ProviderJobState, partition_state, provider_jobs, repair_proposals,
-)
+from scrape_contracts.adapters.schema import partition_state, provider_jobs, repair_proposals
+from scrape_contracts.adapters.statuses import OutboxKind, ProviderJobState
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.errors import StoreError
 from scrape_contracts.adapters.store.rows import utc_now

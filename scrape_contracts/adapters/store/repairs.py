@@ -17,7 +17,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scrape_contracts.adapters.schema import RepairState, repair_proposals
+from scrape_contracts.adapters.schema import repair_proposals
+from scrape_contracts.adapters.statuses import RepairState
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.errors import StoreError
 from scrape_contracts.adapters.store.provider_jobs import (

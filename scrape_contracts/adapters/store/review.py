@@ -6,9 +6,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from scrape_contracts.adapters import outbox as _outbox
-from scrape_contracts.adapters.schema import (
-    AcceptSource, CandidateStatus, Decision, OutboxKind, accepted, candidates, reviews,
-)
+from scrape_contracts.adapters.schema import accepted, candidates, reviews
+from scrape_contracts.adapters.statuses import AcceptSource, CandidateStatus, Decision, OutboxKind
 from scrape_contracts.adapters.store.acceptance import AcceptedMixin
 from scrape_contracts.adapters.store.errors import NothingToReview, StoreError, Superseded
 from scrape_contracts.adapters.store.rows import Candidate, Review, candidate_of, utc_now

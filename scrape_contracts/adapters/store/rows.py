@@ -6,7 +6,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from scrape_contracts.adapters.schema import (
+from scrape_contracts.adapters.statuses import (
     AcceptSource, CandidateStatus, Decision, SelectorSource, TextEnum,
 )
 from scrape_contracts.engine.outcome import Outcome

@@ -8,7 +8,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from scrape_contracts.adapters import outbox as _outbox
-from scrape_contracts.adapters.schema import OutboxKind, SelectorSource, selector_versions
+from scrape_contracts.adapters.schema import selector_versions
+from scrape_contracts.adapters.statuses import OutboxKind, SelectorSource
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.leases import check_fence
 from scrape_contracts.adapters.store.errors import SelectorConflict

@@ -14,9 +14,9 @@ from sqlalchemy.exc import IntegrityError
 
 from scrape_contracts.adapters import outbox as _outbox
 from scrape_contracts.adapters.schema import (
-    CandidateStatus, OutboxKind, candidates, outbox as outbox_table, partition_state, selector_versions,
-    targets,
+    candidates, outbox as outbox_table, partition_state, selector_versions, targets,
 )
+from scrape_contracts.adapters.statuses import CandidateStatus, OutboxKind
 from scrape_contracts.adapters.store.engines import Connected
 from scrape_contracts.adapters.store.leases import check_fence
 from scrape_contracts.adapters.store.rows import PartitionState, utc_now, state_of

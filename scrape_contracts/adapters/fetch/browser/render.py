@@ -3,8 +3,8 @@
 One browser process per fetcher, started on the first fetch and stopped by ``aclose``; at most ``pages``
 pages render at once, each in a fresh browser context (no cookies or storage shared between targets)
 behind a guard proxy of its own. A render: load the page, optionally wait for the network to go quiet,
-click the contract's click steps, wait for ``wait_for``, then read the DOM as HTML. Every failure is a
-``FetchError`` whose message says what to change, as with the http adapter.
+click the contract's click steps, wait for ``wait_for`` (those three: settle.py), then read the DOM as HTML.
+Every failure is a ``FetchError`` whose message says what to change, as with the http adapter.
 
 With ``fetch.proxies``, each render goes through one proxy of the pool (adapters/proxies.py: rotation by
 health, sticky per site host with ``sticky``, quarantine and re-check), chosen when the render starts: the
@@ -26,6 +26,7 @@ from scrape_contracts.adapters.fetch.browser.chromium import (
     LAUNCH_ARGS, BrowserUnavailable, find_chromium, launch_problem,
 )
 from scrape_contracts.adapters.fetch.browser.proxy import REFUSED_HEADER, GuardProxy, Refusal
+from scrape_contracts.adapters.fetch.browser.settle import Inflight, settle
 from scrape_contracts.adapters.fetch.page import AsyncClosesOnExit, FetchError, Page
 from scrape_contracts.adapters.fetch.policy import RETRY_STATUSES
 from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
@@ -34,46 +35,12 @@ from scrape_contracts.adapters.proxies import Fault, ProxyChoice, ProxyEndpoint,
 from scrape_contracts.adapters.robots import host_key
 
 if TYPE_CHECKING:
-    from scrape_contracts.contract.fetch import BrowserSettings, ClickStep
+    from scrape_contracts.contract.fetch import BrowserSettings
 
 # what a page may download with its scripts, styles and images, in multiples of max_bytes (the rendered
 # HTML's own limit): a page that streams for ever is cut off instead of filling the time limit with bytes
 TRANSFER_FACTOR = 20
-QUIET_S = 0.5  # "network idle": no request in flight for this long
 _DROPPED_HEADERS = frozenset({"set-cookie", "set-cookie2"})
-
-
-class _Inflight:
-    """Requests of one page not yet finished, to wait for a quiet network (also after clicks, which
-    Playwright's own "networkidle" load state does not cover)."""
-
-    def __init__(self, page: Any) -> None:
-        self.count = 0
-        self.changed = asyncio.Event()
-        page.on("request", lambda _r: self._add(1))
-        page.on("requestfinished", lambda _r: self._add(-1))
-        page.on("requestfailed", lambda _r: self._add(-1))
-
-    def _add(self, delta: int) -> None:
-        self.count = max(0, self.count + delta)
-        self.changed.set()
-
-    async def quiet(self, timeout_s: float) -> bool:
-        """True once nothing was in flight for ``QUIET_S``; False when ``timeout_s`` passed first."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            self.changed.clear()
-            if self.count == 0:
-                try:
-                    await asyncio.wait_for(self.changed.wait(), min(QUIET_S, deadline - time.monotonic()))
-                except asyncio.TimeoutError:
-                    return True
-            else:
-                try:
-                    await asyncio.wait_for(self.changed.wait(), max(0.0, deadline - time.monotonic()))
-                except asyncio.TimeoutError:
-                    return False
-        return False
 
 
 class _ProxyFailed(Exception):
@@ -245,9 +212,9 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
             try:
                 page = await context.new_page()
                 page.on("crash", lambda _page: crashed.append(True))
-                inflight = _Inflight(page)
+                inflight = Inflight(page)
                 response = await self._load(page, url, safe_url, proxy, crashed)
-                await self._settle(page, inflight, safe_url)
+                await settle(page, inflight, self.settings, safe_url)
                 html = await page.content()
                 final_url = page.url
             except FetchError as error:
@@ -352,50 +319,3 @@ class AsyncBrowserFetcher(AsyncClosesOnExit):
             redirected = "" if same else f"it redirected to {where}, and "
         return FetchError(f"GET {safe_url} refused: {redirected}{refusal.reason}", kind="blocked_address",
                           url=safe_url)
-
-    async def _settle(self, page: Any, inflight: _Inflight, safe_url: str) -> None:
-        """Network idle, click steps and ``wait_for``, in that order, each bounded by browser.timeout_s."""
-        wait_s = self.settings.timeout_s
-        if self.settings.network_idle and not await inflight.quiet(wait_s):
-            raise FetchError(f"GET {safe_url} timed out: the network did not go quiet within {wait_s:g}s "
-                             "(the page keeps requesting; set fetch.browser.network_idle: false and use "
-                             "wait_for)",
-                             kind="browser_wait", url=safe_url, transient=True)
-        for number, step in enumerate(self.settings.clicks, 1):
-            await self._click(page, inflight, step, number, safe_url)
-        if self.settings.wait_for:
-            from playwright.async_api import TimeoutError as PlaywrightTimeout
-
-            try:
-                await page.wait_for_selector(self.settings.wait_for, state="attached", timeout=wait_s * 1000)
-            except PlaywrightTimeout:
-                raise FetchError(
-                    f"GET {safe_url} timed out: wait_for {self.settings.wait_for!r} matched nothing within "
-                    f"{wait_s:g}s (check the selector against the rendered page, or raise "
-                    "fetch.browser.timeout_s)", kind="browser_wait", url=safe_url, transient=True) from None
-        if self.settings.network_idle:
-            await inflight.quiet(wait_s)
-
-    async def _click(self, page: Any, inflight: _Inflight, step: ClickStep, number: int,
-                     safe_url: str) -> None:
-        from playwright.async_api import Error as PlaywrightError
-
-        wait_s = self.settings.timeout_s
-        for clicked in range(step.times):
-            target = page.locator(step.selector).first
-            # after the first click, a button that went away means "nothing more to load"; an optional step
-            # whose element is not on the loaded page is skipped at once rather than waited for
-            if (clicked or step.optional) and not await target.count():
-                return
-            try:
-                await target.click(timeout=wait_s * 1000)
-            except PlaywrightError:
-                if clicked or step.optional:
-                    return
-                raise FetchError(
-                    f"GET {safe_url} failed: click step {number} found no clickable {step.selector!r} within "
-                    f"{wait_s:g}s (check the selector against the rendered page, or mark the step "
-                    "`optional: true` if the element is not always shown)",
-                    kind="browser_step", url=safe_url, transient=False) from None
-            # what the click loads (the next items, the page behind a banner) before the next step
-            await inflight.quiet(wait_s)

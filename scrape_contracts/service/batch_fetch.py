@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from scrape_contracts.adapters.store.outages import as_the_run_does
 from scrape_contracts.adapters.pages import open_pages
+from scrape_contracts.adapters.fetch.client import default_ssl_context
 from scrape_contracts.adapters.fetch.pace import AsyncPacer, HostLimits, limits_for
 from scrape_contracts.adapters.store import SelectorVersion
 from scrape_contracts.adapters.store.host_budgets import HostBudgets
@@ -31,6 +32,12 @@ from scrape_contracts.service.breaker import HostBreaker
 from scrape_contracts.service.crawl import Crawl
 from scrape_contracts.service.records import Previous
 from scrape_contracts.service.stored_pages import ArtifactFetcher
+
+# Built here, at import: the forkserver imports this module once (service/forkserver.py), so every fetching
+# process forked from it has the default TLS context already. Each built its own before, loading the CA
+# bundle again before its first request (py-spy: a tenth of a fetching process's CPU on a loaded machine
+# in an unchanged sweep of ten runs of 200).
+default_ssl_context()
 
 _SEND_AT = 16  # pages per message to the parse workers
 _SEND_EVERY_S = 0.05  # or sooner

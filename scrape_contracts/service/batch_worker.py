@@ -107,12 +107,21 @@ def _exit_when_gone(owner: Any) -> None:
     os._exit(OWNER_GONE_EXIT)  # no queue flush, no clean-up that could wait for a reader that is gone
 
 
+# Parse workers yield the CPU to the run's own process. On a first sweep that process is the critical path
+# (it writes one Dagster materialisation per accepted target, Dagster's storage one event at a time) and the
+# workers are ahead of it: when both cores are busy, a worker at the same priority takes its turn from it.
+# A worker still gets every cycle nobody else wants (docs/performance.md, "Parse workers at a lower
+# priority").
+PARSE_NICENESS = 10
+
+
 def worker_main(job: ParseJob, pages: Any, results: Any, control: Any, owner: Any = None) -> None:
     """A parse worker's life: process pages until the fetching process says they ended (None)."""
     watch_owner(owner)
     if owner is not None:  # a process of its own (a thread shares the run's environment)
         adopt_environment(job.environ)
         as_the_run_does(job.waits_for_database)
+        os.nice(PARSE_NICENESS)
     try:
         Parser(job, results, control).run(pages)
     except BaseException as exc:  # noqa: BLE001 (reported to the run, which records the targets as failed)

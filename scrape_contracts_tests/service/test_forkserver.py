@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from scrape_contracts.service.forkserver import worker_context
@@ -24,3 +25,27 @@ def test_a_fetching_process_inherits_the_default_tls_context_from_the_forkserver
     finally:
         child.join(60)
     assert child.exitcode == 0
+
+
+def _parse_then_tell(job: Any, pages: Any, results: Any, control: Any, owner: Any, answer: Any) -> None:
+    from scrape_contracts.service.batch_worker import worker_main
+
+    worker_main(job, pages, results, control, owner)  # no page storage there: it ends at once, reporting why
+    answer.put(os.nice(0))
+
+
+def test_a_parse_worker_yields_the_cpu_to_the_runs_own_process() -> None:
+    from scrape_contracts.service.batch_worker import PARSE_NICENESS, Done, ParseJob
+
+    context = worker_context()
+    results, answer = context.Queue(), context.Queue()
+    owner, keep = context.Pipe(duplex=False)
+    job = ParseJob(index=0, loaded=None, pages="", selectors=None, environ=dict(os.environ))  # type: ignore[arg-type]
+    child = context.Process(target=_parse_then_tell, args=(job, None, results, None, owner, answer))
+    child.start()
+    try:
+        assert isinstance(results.get(timeout=120), Done)
+        assert answer.get(timeout=60) == min(19, os.nice(0) + PARSE_NICENESS)
+    finally:
+        child.join(60)
+        keep.close()

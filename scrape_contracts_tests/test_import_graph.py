@@ -9,7 +9,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "scrape_contracts"
 ROOT_MODULES = {"__init__.py", "definitions.py", "settings.py"}
-MAX_LINES = 460  # "a few hundred lines, one job" (STYLE.md); the largest module today is well under it
+MAX_LINES = 400  # "a few hundred lines, one job" (STYLE.md); issue 22 asks for none over about 400
 # inner layers never import outer ones (ARCHITECTURE.md, Layers); a layer may import itself and any inner one
 LAYERS = ["engine", "contract", "adapters", "service", "defs", "instance", "api", "cli"]
 INNER = {"engine": {"engine"}, "contract": {"contract", "engine"},

@@ -64,15 +64,15 @@ class HostBudgets:
         # made only inside running work (a batch's fetching process, a single-target step): even its first
         # connection waits for a database gone for a while, and one the outage broke is found dead before use
         # (the requests wait for their slots meanwhile); a command's own still fails at once (outages.py)
-        self.engine = wait_out_outages(
-            sa.create_engine(url, poolclass=sa.pool.StaticPool, isolation_level="AUTOCOMMIT", pool_pre_ping=True,
-                             connect_args={"connect_timeout": 10}),
-            settings.db_outage_seconds() if outage_seconds is None else outage_seconds, from_the_first=True)
+        engine = sa.create_engine(url, poolclass=sa.pool.StaticPool, isolation_level="AUTOCOMMIT",
+                                  pool_pre_ping=True, connect_args={"connect_timeout": 10})
         # A slot is a lease of a second or two that expires by itself: its row need not reach the disk before
         # the request goes. A server crash forgets at most the last half second of takes and give-backs, while
         # every request in flight fails with the crash anyway; an fsync per take was a round trip's worth of
-        # waiting per page on a busy disk.
-        sa.event.listen(self.engine, "connect", _fast_commits)
+        # waiting per page on a busy disk. Listening before anything connects: the pool keeps one connection.
+        sa.event.listen(engine, "connect", _fast_commits)
+        self.engine = wait_out_outages(
+            engine, settings.db_outage_seconds() if outage_seconds is None else outage_seconds, from_the_first=True)
         self._me = uuid.uuid4().hex[:12]
         self._turn = itertools.count()
         self._known: set[tuple[str, int]] = set()  # hosts whose slot rows exist (at this many slots)

@@ -277,6 +277,7 @@ class Mode:
 
 
 PROFILE_DIR: Path | None = None  # --profile
+PARALLEL: int | None = None  # --parallel: the in-process command's own option (default: the project's)
 
 
 def batched_sweep(label: str, instance_env: InstanceEnv, contracts_dir: Path, key: str,
@@ -284,6 +285,8 @@ def batched_sweep(label: str, instance_env: InstanceEnv, contracts_dir: Path, ke
     """One user command, ``scrape-contracts run NAME --idempotency-key KEY`` (with ``--queue --wait`` when a
     daemon is given), then the accepted data checked against the truth."""
     flags = ["--queue", "--wait"] if daemon is not None else []
+    if daemon is None and PARALLEL is not None:
+        flags += ["--parallel", str(PARALLEL)]
     command = [str(BIN / "scrape-contracts"), "--contracts-dir", str(contracts_dir), "run", CONTRACT_NAME,
                "--idempotency-key", key, *flags]
     if PROFILE_DIR is not None:  # --profile: each sweep's processes sampled by py-spy, as collapsed stacks
@@ -520,6 +523,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--chunks", type=int, default=None,
                         help="SCRAPE_CONTRACTS_CHUNKS for the batch and queue paths: chunk steps per batched run "
                              "(default: the project's)")
+    parser.add_argument("--parallel", type=int, default=None,
+                        help="the in-process command's --parallel: batched runs at once, each in a process of its "
+                             "own (default: the project's)")
     parser.add_argument("--no-raw-again", dest="raw_again", action="store_false",
                         help="measure the raw loop once, before the other paths (default: before and after)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -532,7 +538,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    global PROFILE_DIR
+    global PROFILE_DIR, PARALLEL
+    PARALLEL = args.parallel
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
         PROFILE_DIR = args.profile.resolve()

@@ -1,0 +1,87 @@
+"""`scrape-contracts run` with several batched runs: up to --parallel of them at once, each in its own process."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+import pytest
+
+from scrape_contracts.cli import main
+from scrape_contracts.contract.loader import load_contracts
+from scrape_contracts.defs import build_definitions
+from scrape_contracts.defs.launching import RunSpec, run_specs
+from scrape_contracts.defs.run_processes import RunProcessError, execute_in_processes
+from scrape_contracts_tests.conftest import Harness, product_page
+
+
+def _shop(harness: Harness, site, monkeypatch: pytest.MonkeyPatch, count: int = 4) -> list[str]:
+    for i in range(count):
+        site.set_page(f"/p/{i}", product_page(f"Book {i}", f"BK-{i}", f"${10 + i}.00"))
+    path = harness.write_product_contract("shop", {f"t{i}": site.url(f"/p/{i}") for i in range(count)})
+    path.write_text(path.read_text() + "\nbatch_size: 1\n")
+    monkeypatch.setenv("SCRAPE_CONTRACTS_DIR", str(harness.contracts_dir))
+    return ["--contracts-dir", str(harness.contracts_dir), "run", "shop"]
+
+
+def _materialising_pids(instance: dg.DagsterInstance, key: str) -> dict[str, int]:
+    """batch tag → the pid of the process that wrote the run's materialisations."""
+    pids = {}
+    for run in instance.get_runs(dg.RunsFilter(tags={"scrape_contracts/idempotency_key": key})):
+        [pid] = {entry.dagster_event.pid for entry in instance.all_logs(run.run_id)
+                 if entry.dagster_event is not None and entry.dagster_event.is_step_materialization}
+        pids[run.tags["scrape_contracts/batch"]] = pid
+    return pids
+
+
+def test_batched_runs_run_two_at_a_time_by_default(harness: Harness, site, capsys,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    args = _shop(harness, site, monkeypatch)
+    assert main([*args, "--idempotency-key", "sweep-1"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"shop batch {i}/4 (1 targets): run" in out for i in range(1, 5)), out
+    assert "accepted 4" in out
+    pids = _materialising_pids(harness.instance, "sweep-1")
+    assert len(pids) == 4
+    # the command ran batches 1 and 3 itself, a second process batches 2 and 4
+    assert pids["shop/1-of-4"] == pids["shop/3-of-4"] == os.getpid()
+    assert pids["shop/2-of-4"] == pids["shop/4-of-4"] != os.getpid()
+    assert sorted(v.partition for v in harness.store.latest_accepted_all("shop")) == ["t0", "t1", "t2", "t3"]
+    # the same key starts nothing twice, whichever process ran the runs
+    assert main([*args, "--idempotency-key", "sweep-1"]) == 0
+    assert capsys.readouterr().out.count("already started") == 4
+
+
+def test_parallel_1_runs_them_one_after_the_other_here(sqlite_harness: Harness, site, capsys,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    args = _shop(sqlite_harness, site, monkeypatch, count=2)
+    assert main([*args, "--idempotency-key", "sweep-1", "--parallel", "1"]) == 0
+    assert set(_materialising_pids(sqlite_harness.instance, "sweep-1").values()) == {os.getpid()}
+
+
+@pytest.mark.parametrize("value", ["0", "two"])
+def test_a_wrong_parallel_is_one_line(value: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "shop", "--parallel", value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{value!r} is not a number of processes (1 or more)" in err and "Traceback" not in err
+
+
+def test_a_run_process_that_fails_says_which_runs_did_not_run(sqlite_harness: Harness, site,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second process cannot run its share (here: a job its definitions do not have); the command's own
+    share still runs, and the error names the runs left."""
+    _shop(sqlite_harness, site, monkeypatch, count=2)
+    loaded = load_contracts(sqlite_harness.contracts_dir).by_name()["shop"]
+    first, second = run_specs(loaded, ["t0", "t1"], idempotency_key="k", all_targets=True)
+    broken = RunSpec("no_such_job", second.run_id, second.tags, second.run_config, label="the broken batch")
+    reported: list[str] = []
+    with pytest.raises(RunProcessError) as failed:
+        execute_in_processes(build_definitions(str(sqlite_harness.contracts_dir)), sqlite_harness.instance,
+                             [first, broken], 2, lambda spec, run, new: reported.append(spec.label))
+    assert "a run process failed" in str(failed.value) and "no_such_job" in str(failed.value)
+    assert str(failed.value).endswith("not run: the broken batch")
+    assert reported == [first.label]
+    run = sqlite_harness.instance.get_run_by_id(first.run_id)
+    assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS

@@ -208,8 +208,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             try:
                 runs = execute_in_processes(defs, instance, specs, args.parallel, report)
             except RunProcessError as exc:
-                raise common.CliError(f"{exc}; the same command with --idempotency-key {key} starts the runs "
-                                      "that did not start") from None
+                raise common.CliError(f"{exc}; the same command with --idempotency-key {key} starts those that "
+                                      "did not start") from None
         else:
             runs = launching.execute(defs, instance, specs, report)
         return _print_summary(contract.name, runs)

@@ -13,6 +13,7 @@ definitions once for its share of the runs; the command reports each run as it e
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import traceback
@@ -76,15 +77,22 @@ def execute_in_processes(defs: dg.Definitions, instance: dg.DagsterInstance, spe
             else:
                 problems.append(value)
 
-    for spec in shares[0] if shares else []:
-        execute(defs, instance, [spec], report)
-        ended.add(spec.run_id)
-        hear(0)
-    while others:
-        hear(None)
+    try:
+        for spec in shares[0] if shares else []:
+            execute(defs, instance, [spec], report)
+            ended.add(spec.run_id)
+            hear(0)
+        while others:
+            hear(None)
+    except BaseException:
+        # Ctrl-C, or this process's own run broke: the other processes end the run they are in (Ctrl-C reached
+        # them too) and start no other, as their next word to this process finds the pipe closed
+        for reader in others:
+            reader.close()
+        raise
     if problems:
         missing = [spec.label for spec in new if spec.run_id not in ended]
-        raise RunProcessError(problems[0] + (f"; not run: {', '.join(missing)}" if missing else ""))
+        raise RunProcessError(problems[0] + (f"; not finished: {', '.join(missing)}" if missing else ""))
     runs = runs_by_id(instance, [spec.run_id for spec in specs])
     return [runs[spec.run_id] for spec in specs]
 
@@ -110,9 +118,12 @@ def _run_share(environ: dict[str, str], share: list[RunSpec], writer: Connection
         for spec in share:
             execute(defs, instance, [spec], lambda *_: None)
             writer.send(("ended", spec.run_id))
+    except (BrokenPipeError, EOFError):  # the command is gone or stopped listening: no other run starts
+        raise SystemExit(1) from None
     except BaseException as exc:  # said to the command, which says it to the user in one line
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        writer.send(("error", f"a run process failed: {last}"))
+        with contextlib.suppress(OSError):
+            writer.send(("error", f"a run process failed: {last}"))
         raise SystemExit(1) from None
     finally:
         writer.close()

@@ -81,7 +81,49 @@ def test_a_run_process_that_fails_says_which_runs_did_not_run(sqlite_harness: Ha
         execute_in_processes(build_definitions(str(sqlite_harness.contracts_dir)), sqlite_harness.instance,
                              [first, broken], 2, lambda spec, run, new: reported.append(spec.label))
     assert "a run process failed" in str(failed.value) and "no_such_job" in str(failed.value)
-    assert str(failed.value).endswith("not run: the broken batch")
+    assert str(failed.value).endswith("not finished: the broken batch")
     assert reported == [first.label]
     run = sqlite_harness.instance.get_run_by_id(first.run_id)
     assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
+
+
+def test_when_the_command_stops_the_other_process_starts_no_other_run(sqlite_harness: Harness, site,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command's own share breaks while the other process is inside its first run: that run ends as it
+    would, and the process starts none of its other runs (its next word finds the command gone)."""
+    import multiprocessing
+    import threading
+
+    from scrape_contracts_tests.fixture_site import Response
+
+    _shop(sqlite_harness, site, monkeypatch, count=4)
+    entered, release = threading.Event(), threading.Event()
+    body = product_page("Book 1", "BK-1", "$11.00").encode()
+
+    def held(_request) -> Response:
+        entered.set()
+        release.wait(120)
+        return Response(200, body, {"Content-Type": "text/html"})
+
+    site.set_handler("/p/1", held)
+    loaded = load_contracts(sqlite_harness.contracts_dir).by_name()["shop"]
+    specs = run_specs(loaded, ["t0", "t1", "t2", "t3"], idempotency_key="k", all_targets=True)
+    broken = RunSpec("no_such_job", specs[0].run_id, specs[0].tags, specs[0].run_config, label="broken")
+    # shares: this process [broken, t2], the other process [t1, t3]
+    before = set(multiprocessing.active_children())
+    # the error is kept, with its traceback and the frames it holds (an embedding caller may keep it): the
+    # other process must hear that the command stopped from the command, not from its pipe being collected
+    with pytest.raises(dg.DagsterInvariantViolationError) as failed:
+        execute_in_processes(build_definitions(str(sqlite_harness.contracts_dir)), sqlite_harness.instance,
+                             [broken, *specs[1:]], 2, lambda *_: None)
+    [other] = set(multiprocessing.active_children()) - before
+    assert entered.wait(120), "the other process never fetched its first target"
+    release.set()
+    other.join(120)
+    assert other.exitcode is not None and other.exitcode != 0
+    first = sqlite_harness.instance.get_run_by_id(specs[1].run_id)
+    assert first is not None and first.status == dg.DagsterRunStatus.SUCCESS
+    assert sqlite_harness.accepted("shop", "t1")["price"] == 11.0
+    assert sqlite_harness.instance.get_run_by_id(specs[3].run_id) is None
+    assert sqlite_harness.instance.get_run_by_id(specs[2].run_id) is None
+    assert "no_such_job" in str(failed.value)

@@ -202,16 +202,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         # while the runs allocate their events (at 2,000 targets 0.61 s of collections in a 15.5-s run, 0.25 s
         # frozen; more objects at 20,000, docs/performance.md).
         gc.freeze()
-        if args.parallel > 1 and len(specs) > 1:
-            from scrape_contracts.defs.run_processes import RunProcessError, execute_in_processes
+        from scrape_contracts.defs.run_processes import RunProcessError, execute_in_processes
 
-            try:
+        again = f"the same command with --idempotency-key {key} starts the runs that did not start"
+        try:
+            if args.parallel > 1 and len(specs) > 1:
                 runs = execute_in_processes(defs, instance, specs, args.parallel, report)
-            except RunProcessError as exc:
-                raise common.CliError(f"{exc}; the same command with --idempotency-key {key} starts those that "
-                                      "did not start") from None
-        else:
-            runs = launching.execute(defs, instance, specs, report)
+            else:
+                runs = launching.execute(defs, instance, specs, report)
+        except RunProcessError as exc:
+            raise common.CliError(f"{exc}; {again}") from None
+        except launching.Interrupted as exc:
+            raise common.CliError(f"{exc}; {again}", 130) from None
+        except KeyboardInterrupt:  # between runs, or waiting for the other processes' runs
+            raise common.CliError(f"interrupted; {again}", 130) from None
         return _print_summary(contract.name, runs)
     try:
         with warnings.catch_warnings():

@@ -149,7 +149,29 @@ def execute(defs: dg.Definitions, instance: dg.DagsterInstance, specs: Sequence[
         run = check_run(instance, result.run_id)
         report(spec, run, True)
         runs.append(run)
+        if interrupted(result):
+            # Dagster ends a run that Ctrl-C (or SIGTERM) interrupted as failed, and returns: the runs after it
+            # are not started, as the user asked
+            raise Interrupted(spec.label, [later.label for later in specs[specs.index(spec) + 1:]])
     return runs
+
+
+class Interrupted(Exception):
+    """A run executed here was interrupted (Ctrl-C, SIGTERM); the runs after it were not started."""
+
+    def __init__(self, label: str, not_started: list[str]) -> None:
+        super().__init__(f"{label} was interrupted" + (
+            f"; not started: {', '.join(not_started)}" if not_started else ""))
+
+
+def interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    """Whether a step of the run was stopped by an interrupt (Dagster says so as the step's error class)."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error is not None \
+                and event.step_failure_data.error.cls_name in ("DagsterExecutionInterruptedError",
+                                                               "KeyboardInterrupt"):
+            return True
+    return False
 
 
 def check_run(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun:

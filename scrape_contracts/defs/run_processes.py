@@ -23,7 +23,7 @@ from typing import Any
 
 import dagster as dg
 
-from scrape_contracts.defs.launching import RunSpec, execute, runs_by_id
+from scrape_contracts.defs.launching import Interrupted, RunSpec, execute, runs_by_id
 
 
 class RunProcessError(Exception):
@@ -78,8 +78,12 @@ def execute_in_processes(defs: dg.Definitions, instance: dg.DagsterInstance, spe
                 problems.append(value)
 
     try:
-        for spec in shares[0] if shares else []:
-            execute(defs, instance, [spec], report)
+        own = shares[0] if shares else []
+        for index, spec in enumerate(own):
+            try:
+                execute(defs, instance, [spec], report)
+            except Interrupted:
+                raise Interrupted(spec.label, [later.label for later in own[index + 1:]]) from None
             ended.add(spec.run_id)
             hear(0)
         while others:

@@ -127,3 +127,43 @@ def test_when_the_command_stops_the_other_process_starts_no_other_run(sqlite_har
     assert sqlite_harness.instance.get_run_by_id(specs[3].run_id) is None
     assert sqlite_harness.instance.get_run_by_id(specs[2].run_id) is None
     assert "no_such_job" in str(failed.value)
+
+
+@pytest.mark.parametrize("parallel", ["1", "2"])
+def test_ctrl_c_stops_the_sweep_and_says_what_did_not_start(parallel: str, sqlite_harness: Harness, site, capsys,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dagster ends a run that Ctrl-C interrupted as failed and returns; the command then starts no other run
+    (it went on with the next ones before) and says so in one line, exit status 130."""
+    import signal
+    import threading
+
+    from scrape_contracts_tests.fixture_site import Response
+
+    args = _shop(sqlite_harness, site, monkeypatch, count=3)
+    entered, release = threading.Event(), threading.Event()
+    body = product_page("Book 0", "BK-0", "$10.00").encode()
+
+    def held(_request) -> Response:
+        entered.set()
+        release.wait(120)
+        return Response(200, body, {"Content-Type": "text/html"})
+
+    site.set_handler("/p/0", held)
+
+    def press_ctrl_c() -> None:
+        if entered.wait(120):
+            os.kill(os.getpid(), signal.SIGINT)  # Dagster's handler takes it: the run is in this thread
+        release.set()
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    code = main([*args, "--idempotency-key", "k", "--parallel", parallel])
+    err = capsys.readouterr().err
+    assert code == 130, err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    # batch 1 is this process's in both cases; batch 3 is its next one (with --parallel 2, batch 2 is the other
+    # process's, which Ctrl-C in a terminal reaches too; here only this process got the signal)
+    assert "shop batch 1/3 (1 targets) was interrupted; not started: " in line and "batch 3/3" in line
+    assert "--idempotency-key k starts the runs that did not start" in line and "Traceback" not in err
+    runs = {r.tags["scrape_contracts/batch"]: r for r in sqlite_harness.instance.get_runs(
+        dg.RunsFilter(tags={"scrape_contracts/idempotency_key": "k"}))}
+    assert runs["shop/1-of-3"].status == dg.DagsterRunStatus.FAILURE and "shop/3-of-3" not in runs

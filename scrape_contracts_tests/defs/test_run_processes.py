@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
+import threading
 
 import dagster as dg
 import pytest
@@ -13,6 +16,7 @@ from scrape_contracts.defs import build_definitions
 from scrape_contracts.defs.launching import RunSpec, run_specs
 from scrape_contracts.defs.run_processes import RunProcessError, execute_in_processes
 from scrape_contracts_tests.conftest import Harness, product_page
+from scrape_contracts_tests.fixture_site import Request, Response
 
 
 def _shop(harness: Harness, site, monkeypatch: pytest.MonkeyPatch, count: int = 4) -> list[str]:
@@ -22,6 +26,20 @@ def _shop(harness: Harness, site, monkeypatch: pytest.MonkeyPatch, count: int = 
     path.write_text(path.read_text() + "\nbatch_size: 1\n")
     monkeypatch.setenv("SCRAPE_CONTRACTS_DIR", str(harness.contracts_dir))
     return ["--contracts-dir", str(harness.contracts_dir), "run", "shop"]
+
+
+def _hold(site, i: int) -> tuple[threading.Event, threading.Event]:
+    """Page ``/p/i`` answers only once ``release`` is set; ``entered`` is set when it is asked for."""
+    entered, release = threading.Event(), threading.Event()
+    body = product_page(f"Book {i}", f"BK-{i}", f"${10 + i}.00").encode()
+
+    def held(_request: Request) -> Response:
+        entered.set()
+        release.wait(120)
+        return Response(200, body, {"Content-Type": "text/html"})
+
+    site.set_handler(f"/p/{i}", held)
+    return entered, release
 
 
 def _materialising_pids(instance: dg.DagsterInstance, key: str) -> dict[str, int]:
@@ -91,21 +109,8 @@ def test_when_the_command_stops_the_other_process_starts_no_other_run(sqlite_har
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The command's own share breaks while the other process is inside its first run: that run ends as it
     would, and the process starts none of its other runs (its next word finds the command gone)."""
-    import multiprocessing
-    import threading
-
-    from scrape_contracts_tests.fixture_site import Response
-
     _shop(sqlite_harness, site, monkeypatch, count=4)
-    entered, release = threading.Event(), threading.Event()
-    body = product_page("Book 1", "BK-1", "$11.00").encode()
-
-    def held(_request) -> Response:
-        entered.set()
-        release.wait(120)
-        return Response(200, body, {"Content-Type": "text/html"})
-
-    site.set_handler("/p/1", held)
+    entered, release = _hold(site, 1)
     loaded = load_contracts(sqlite_harness.contracts_dir).by_name()["shop"]
     specs = run_specs(loaded, ["t0", "t1", "t2", "t3"], idempotency_key="k", all_targets=True)
     broken = RunSpec("no_such_job", specs[0].run_id, specs[0].tags, specs[0].run_config, label="broken")
@@ -134,21 +139,9 @@ def test_ctrl_c_stops_the_sweep_and_says_what_did_not_start(parallel: str, sqlit
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Dagster ends a run that Ctrl-C interrupted as failed and returns; the command then starts no other run
     (it went on with the next ones before) and says so in one line, exit status 130."""
-    import signal
-    import threading
-
-    from scrape_contracts_tests.fixture_site import Response
 
     args = _shop(sqlite_harness, site, monkeypatch, count=3)
-    entered, release = threading.Event(), threading.Event()
-    body = product_page("Book 0", "BK-0", "$10.00").encode()
-
-    def held(_request) -> Response:
-        entered.set()
-        release.wait(120)
-        return Response(200, body, {"Content-Type": "text/html"})
-
-    site.set_handler("/p/0", held)
+    entered, release = _hold(site, 0)
 
     def press_ctrl_c() -> None:
         if entered.wait(120):

@@ -135,7 +135,7 @@ def execute(defs: dg.Definitions, instance: dg.DagsterInstance, specs: Sequence[
     """
     runs = []
     found = runs_by_id(instance, [spec.run_id for spec in specs])
-    for spec in specs:
+    for index, spec in enumerate(specs):
         existing = found.get(spec.run_id)
         if existing is not None:
             report(spec, existing, False)
@@ -152,7 +152,7 @@ def execute(defs: dg.Definitions, instance: dg.DagsterInstance, specs: Sequence[
         if interrupted(result):
             # Dagster ends a run that Ctrl-C (or SIGTERM) interrupted as failed, and returns: the runs after it
             # are not started, as the user asked
-            raise Interrupted(spec.label, [later.label for later in specs[specs.index(spec) + 1:]])
+            raise Interrupted(spec.label, [later.label for later in specs[index + 1:]])
     return runs
 
 

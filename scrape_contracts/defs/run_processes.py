@@ -23,7 +23,7 @@ from typing import Any
 
 import dagster as dg
 
-from scrape_contracts.defs.launching import Interrupted, RunSpec, execute, runs_by_id
+from scrape_contracts.defs.launching import RunSpec, check_run, execute, runs_by_id
 
 
 class RunProcessError(Exception):
@@ -73,19 +73,17 @@ def execute_in_processes(defs: dg.Definitions, instance: dg.DagsterInstance, spe
                 continue
             if kind == "ended":
                 ended.add(value)
-                report(by_id[value], _run(instance, value), True)
+                report(by_id[value], check_run(instance, value), True)
             else:
                 problems.append(value)
 
+    def report_own(spec: RunSpec, run: dg.DagsterRun, started_now: bool) -> None:
+        report(spec, run, started_now)
+        hear(0)  # and the other processes' runs that ended meanwhile
+
     try:
-        own = shares[0] if shares else []
-        for index, spec in enumerate(own):
-            try:
-                execute(defs, instance, [spec], report)
-            except Interrupted:
-                raise Interrupted(spec.label, [later.label for later in own[index + 1:]]) from None
-            ended.add(spec.run_id)
-            hear(0)
+        if shares:
+            execute(defs, instance, shares[0], report_own)
         while others:
             hear(None)
     except BaseException:
@@ -95,17 +93,10 @@ def execute_in_processes(defs: dg.Definitions, instance: dg.DagsterInstance, spe
             reader.close()
         raise
     if problems:
-        missing = [spec.label for spec in new if spec.run_id not in ended]
+        missing = [spec.label for share in shares[1:] for spec in share if spec.run_id not in ended]
         raise RunProcessError(problems[0] + (f"; not finished: {', '.join(missing)}" if missing else ""))
     runs = runs_by_id(instance, [spec.run_id for spec in specs])
     return [runs[spec.run_id] for spec in specs]
-
-
-def _run(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun:
-    run = instance.get_run_by_id(run_id)
-    if run is None:  # the run process said it ended, so the instance holds it: another instance's, then
-        raise RunProcessError(f"run {run_id} is not in this instance (DAGSTER_HOME changed under the command?)")
-    return run
 
 
 def _run_share(environ: dict[str, str], share: list[RunSpec], writer: Connection) -> None:
@@ -119,9 +110,7 @@ def _run_share(environ: dict[str, str], share: list[RunSpec], writer: Connection
         defs = build_definitions(os.environ.get("SCRAPE_CONTRACTS_DIR"))
         instance = dg.DagsterInstance.get()
         gc.freeze()  # what is loaded lives as long as the process (cli/runs.py says why)
-        for spec in share:
-            execute(defs, instance, [spec], lambda *_: None)
-            writer.send(("ended", spec.run_id))
+        execute(defs, instance, share, lambda spec, _run, _new: writer.send(("ended", spec.run_id)))
     except (BrokenPipeError, EOFError):  # the command is gone or stopped listening: no other run starts
         raise SystemExit(1) from None
     except BaseException as exc:  # said to the command, which says it to the user in one line

@@ -26,7 +26,8 @@ What it does:
    ``--scrapy-venv``; not a dependency of the project), configured with the same per-host concurrency and its
    HTTP cache revalidating (RFC 2616 policy) for the unchanged sweep;
 5. prints each sweep's time and efficiency = bound / time, the pages each got, and the most requests in flight
-   at once on any host as the server saw them.
+   at once on any host as the server saw them; for the product, where its start went until the site's first
+   request, from its run's own events (until the run started, then its step, its plan, the first request).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
@@ -133,10 +135,11 @@ def write_contract(site: Site, urls: list[str], folder: Path) -> int:
 
 
 LAST_SPAN: list[float] = [0.0, 0.0]  # the last timed command's start and end, on the server's clock
+WALL_START: list[float] = [0.0]  # the same start on the wall clock, which Dagster's event timestamps use
 
 
 def timed(command: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> float:
-    started = time.monotonic()
+    WALL_START[0], started = time.time(), time.monotonic()
     LAST_SPAN[:] = [started, started]
     with log.open("a") as out:
         done = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
@@ -206,6 +209,27 @@ def accepted_count(env: dict[str, str]) -> int:
     return int(count or 0)
 
 
+def start_phases(instance: object, first_request: float) -> dict[str, float]:
+    """Where the product's start went, from its newest run's own events (Dagster's wall-clock timestamps) and
+    the site's first request: the command until the run started (Python, imports, the instance, the
+    definitions, the run's record), the run's start until the batch step's, the step until it logged its plan,
+    and the plan until the site saw the first request (the fetching process's start, robots.txt's request)."""
+    import dagster as dg
+
+    run = instance.get_runs(limit=1)[0]  # type: ignore[attr-defined]
+    events = instance.all_logs(run.run_id)  # type: ignore[attr-defined]
+
+    def first(test: Any) -> float:
+        return next(e.timestamp for e in events if test(e)) - WALL_START[0]
+
+    run_start = first(lambda e: e.dagster_event_type == dg.DagsterEventType.RUN_START)
+    step_start = first(lambda e: e.dagster_event_type == dg.DagsterEventType.STEP_START)
+    planned = first(lambda e: (e.user_message or "").startswith("scraping "))
+    request = first_request - LAST_SPAN[0]
+    return {"to_run_start_s": round(run_start, 2), "run_start_to_step_s": round(step_start - run_start, 2),
+            "step_to_plan_s": round(planned - step_start, 2), "plan_to_first_request_s": round(request - planned, 2)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=32)
@@ -246,7 +270,7 @@ def main() -> int:
         print(f"politeness bound: {bound:.2f}s ({total / bound:.1f} pages/s at most)")
         log = work / "commands.log"
 
-        def record(label: str, took: float, got: int) -> None:
+        def record(label: str, took: float, got: int, instance: object = None) -> None:
             peak = max(server.peak(h) for h in site.plans)
             seen = [s for s in server.seen if s.path != "/robots.txt"]
             # when the site saw its last page asked: the rest of the command is recording and its own start/end
@@ -256,12 +280,18 @@ def main() -> int:
             every = server.seen
             lead = min(s.start for s in every) - LAST_SPAN[0] if every else 0.0
             tail = LAST_SPAN[1] - max(s.end for s in every) if every else 0.0
+            phases = start_phases(instance, min(s.start for s in every)) if instance is not None and every else {}
             rows.append({"path": label, "seconds": round(took, 2), "efficiency": round(bound / took, 3),
                          "pages": got, "max_in_flight_per_host": peak, "fetching_s": round(fetching, 2),
-                         "start_to_first_request_s": round(lead, 2), "last_answer_to_end_s": round(tail, 2)})
+                         "start_to_first_request_s": round(lead, 2), "last_answer_to_end_s": round(tail, 2),
+                         **phases})
             print(f"{label:<40} {took:7.2f}s  efficiency {bound / took:5.3f}  pages {got}/{total}  max in flight "
                   f"per host {peak}  (first to last request {fetching:.2f}s; start to first request {lead:.2f}s, "
                   f"last answer to end {tail:.2f}s)", flush=True)
+            if phases:
+                print(f"{'':<40} start: {phases['to_run_start_s']:.2f}s to the run's start, then "
+                      f"{phases['run_start_to_step_s']:.2f}s to its step's, {phases['step_to_plan_s']:.2f}s to its "
+                      f"plan, {phases['plan_to_first_request_s']:.2f}s to the first request", flush=True)
             server.reset()
 
         if not args.skip_product:
@@ -275,7 +305,9 @@ def main() -> int:
                 # from the checkout's folder: the parse workers' forkserver finds the package there too
                 for label in ("first", "unchanged"):
                     took = timed(command, env, log, cwd=args.product.resolve())
-                    record(f"scrape-contracts, {label} ({profile})", took, accepted_count(env))
+                    dagster_instance = instance.dagster_instance()
+                    record(f"scrape-contracts, {label} ({profile})", took, accepted_count(env), dagster_instance)
+                    dagster_instance.dispose()
         if not args.skip_scrapy:
             python = scrapy_python(args.scrapy_venv)
             for delay in (float(d) for d in args.scrapy_delays.split(",")):

@@ -6,6 +6,7 @@ and it runs on three hosts and a few pages, without Scrapy, on the laptop profil
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -42,3 +43,8 @@ def test_the_benchmark_sweeps_a_small_site_and_reports_its_figures(tmp_path: Pat
     assert [r[0] for r in rows] == ["first", "unchanged"], done.stdout
     for _, got, total, peak in rows:
         assert got == total and 1 <= int(peak) <= 4
+    # each sweep's start, broken down from its run's events: found, and in the order they happen
+    for row in json.loads((tmp_path / "out.json").read_text())["rows"]:
+        parts = [row["to_run_start_s"], row["run_start_to_step_s"], row["step_to_plan_s"],
+                 row["plan_to_first_request_s"]]
+        assert all(part >= 0 for part in parts) and parts[0] > 0, row

@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from scrape_contracts.service.forkserver import worker_context
 
 
-def _tls_context_was_inherited(answer: Any) -> None:
+def _what_was_inherited(answer: Any) -> None:
     from scrape_contracts.adapters.fetch.client import default_ssl_context
 
-    # nothing in this child has asked for it yet: cached means the forkserver built it before the fork
-    answer.put(default_ssl_context.cache_info().currsize)
+    # nothing in this child has asked for either yet: there already means the forkserver made it before the fork
+    answer.put((default_ssl_context.cache_info().currsize, "anyio._backends._asyncio" in sys.modules))
 
 
-def test_a_fetching_process_inherits_the_default_tls_context_from_the_forkserver() -> None:
+def test_a_fetching_process_inherits_what_its_first_request_needs_from_the_forkserver() -> None:
+    """The default TLS context, and anyio's asyncio backend (httpcore imports it at the first request)."""
     context = worker_context()
     answer = context.Queue()
-    child = context.Process(target=_tls_context_was_inherited, args=(answer,))
+    child = context.Process(target=_what_was_inherited, args=(answer,))
     child.start()
     try:
-        assert answer.get(timeout=120) == 1
+        assert answer.get(timeout=120) == (1, True)
     finally:
         child.join(60)
     assert child.exitcode == 0

@@ -22,6 +22,7 @@ once or not at all; running the batch again finds the recorded ones unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scrape_contracts.adapters.pages import PageStore
+from scrape_contracts.adapters.robots import host_key
 from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
 from scrape_contracts.adapters.store.host_budgets import budgets_url_for
 from scrape_contracts.adapters.store.outages import waiting
@@ -46,7 +48,7 @@ from scrape_contracts.service.batch_summary import BatchSummary, summarise
 from scrape_contracts.service.records import (
     FetchFailure, LeaseRefusal, Recorded, ScrapeResult, Stage, StageEvent, StoryRecorder, Validated,
 )
-from scrape_contracts.service.batch_fetch import FetchJob, fetch_main
+from scrape_contracts.service.batch_fetch import FetchJob, FetchWork, fetch_main
 from scrape_contracts.service.forkserver import worker_context
 from scrape_contracts.service.batch_worker import (
     BatchTarget, Done, Item, ParseJob, failure_item, worker_main,
@@ -103,6 +105,31 @@ class BatchStats:
         return self.total / self.seconds if self.seconds > 0 else 0.0
 
 
+@dataclass
+class _Crew:
+    """A run's parse workers, then its fetching process (``workers``), and the queues between them."""
+
+    results: Any
+    fetched: Any
+    work: Any  # where the fetching process's FetchWork goes: a pipe's write end, or a queue for a thread
+    workers: list[Any]
+    parsers: int
+    sent: bool = False
+
+    def send(self, work: FetchWork | None) -> None:  # once; None: nothing to fetch
+        if self.sent:
+            return
+        self.sent = True
+        try:
+            if hasattr(self.work, "send"):
+                self.work.send(work)
+                self.work.close()
+            else:
+                self.work.put(work)
+        except (BrokenPipeError, OSError):
+            pass  # the fetching process is gone: the run reports it (_consume)
+
+
 class BatchRunner:
     def __init__(self, loaded: LoadedContract, store: ProjectStore, artifacts: PageStore, run_id: str,
                  fetch_settings: Any, settings: BatchSettings = BatchSettings(), *, force: bool = False,
@@ -136,31 +163,33 @@ class BatchRunner:
 
     def run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
         """Scrape ``targets``; yields each chunk of outcomes after it is committed to the store. The targets
-        another run holds come first, as ``busy`` refusals, and are not fetched (service/batch_leases.py)."""
+        another run holds come first, as ``busy`` refusals, and are not fetched (service/batch_leases.py).
+        The leases and last states are read while the processes start (``_crew``)."""
         self.stats, self.failures = BatchStats(), []
         targets = list({t.partition: t for t in targets}.values())  # one lease, one scrape per target
-        busy = self.leases.take([t.partition for t in targets])
-        refused = [TargetOutcome(t.partition, t.url, (), refusal=busy[t.partition]) for t in targets
-                   if t.partition in busy]
-        with self.leases:
-            held = [t.partition for t in targets if t.partition not in busy]
-            if self.skip_recorded and held:
-                # read with the leases held: from here on an earlier attempt still alive can commit nothing
-                # (its tokens are stale), so what it did commit is all here, and is not scraped again
-                self.earlier = self.store.recorded_by_run(self.contract.name, self.run_id, held)
-                self.leases.release(list(self.earlier))
-            if refused:
-                for outcome in refused:
-                    self.stats.add(outcome)
-                yield refused
-            yield from self._run([t for t in targets if t.partition not in busy and t.partition not in self.earlier])
+        with self._crew(targets) as crew:
+            busy = self.leases.take([t.partition for t in targets])
+            refused = [TargetOutcome(t.partition, t.url, (), refusal=busy[t.partition]) for t in targets
+                       if t.partition in busy]
+            with self.leases:
+                held = [t.partition for t in targets if t.partition not in busy]
+                if self.skip_recorded and held:
+                    # read with the leases held: from here on an earlier attempt still alive can commit nothing
+                    # (its tokens are stale), so what it did commit is all here, and is not scraped again
+                    self.earlier = self.store.recorded_by_run(self.contract.name, self.run_id, held)
+                    self.leases.release(list(self.earlier))
+                if refused:
+                    for outcome in refused:
+                        self.stats.add(outcome)
+                    yield refused
+                yield from self._run(
+                    [t for t in targets if t.partition not in busy and t.partition not in self.earlier], crew)
 
-    def _run(self, targets: Sequence[BatchTarget]) -> Iterator[list[TargetOutcome]]:
+    @contextlib.contextmanager
+    def _crew(self, targets: Sequence[BatchTarget]) -> Iterator[_Crew]:
+        """The run's parse workers and fetching process (threads with ``parse_workers: 0``), started for
+        ``targets`` before any is known to be this run's: the fetching process waits for its ``FetchWork``."""
         names = [t.partition for t in targets]
-        previous = scrape.previous_all(self.store, self.contract.name, names)
-        states = self.store.states(self.contract.name, names)
-        pages = self.store.last_pages(self.contract.name, names) if self.reextract else None
-        earlier = scrape.earlier_selectors(self.store.selector_history(self.contract.name))
         in_threads = self.settings.parse_workers <= 0
         count = max(1, min(self.settings.parse_workers, len(targets) or 1))
         ctx = None if in_threads else worker_context()
@@ -168,45 +197,63 @@ class BatchRunner:
         results: Any = make_queue()
         # fetched pages on their way to the parsers: a few lists each, so memory stays bounded by the concurrency
         fetched: Any = make_queue(maxsize=2 * count)
+        # the fetching process's targets, sent once: through a pipe, whose end closes with this process
+        work_in, work_out = (make_queue(),) * 2 if in_threads else ctx.Pipe(duplex=False)
         self._controls = [make_queue() for _ in range(count)]
-        workers = []
         # the workers' way to know this process died: it holds the only write end (service/batch_worker.py)
         owner, owner_end = (None, None) if in_threads else ctx.Pipe(duplex=False)
         environ = None if in_threads else dict(os.environ)  # a forkserver's children have its, not ours
         # each process is sent a copy: of the run's own targets, not every target of the contract
         sent = self.loaded if in_threads else replace(
             self.loaded, contract=self.loaded.contract.with_only(names))
+        started: list[Any] = []
 
-        def start(target: Any, args: tuple[Any, ...]) -> None:
+        def start(target: Any, args: tuple[Any, ...]) -> Any:
             worker = (threading.Thread(target=target, args=args, daemon=True) if in_threads
                       else ctx.Process(target=target, args=args, daemon=True))
             worker.start()
-            workers.append(worker)
+            started.append(worker)
+            return worker
 
-        for index in range(count):
-            job = ParseJob(index, sent, self.artifacts.location, self._selectors, self.force, earlier,
-                           environ, waits_for_database=waiting())
-            start(worker_main, (job, fetched, results, self._controls[index], owner))
-        # one fetching process for the run: each site host's budget is whole, whatever the targets' order
-        fetch_job = FetchJob(count, sent, self.fetch_settings, self.artifacts.location, tuple(targets),
-                             previous, {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
-                                        for t in targets if t.partition in states},
-                             self._selectors, self._connections(targets), count, self.force, pages, self.jobs,
-                             budgets_url_for(self.store.engine), environ, self._proxy_book(),
-                             waits_for_database=waiting())
-        start(fetch_main, (fetch_job, fetched, results, owner))
-        if owner is not None:
-            owner.close()  # the workers have their copies; this process keeps only the write end
+        crew = _Crew(results, fetched, work_out, [], count)
         try:
-            yield from self._consume(results, workers, targets, fetched, count)
+            # the fetching process first: its first requests (robots.txt) wait for nothing else
+            hosts = tuple(dict.fromkeys(host_key(t.url) for t in targets))
+            fetch_job = FetchJob(count, sent, self.fetch_settings, self.artifacts.location, hosts, self._selectors,
+                                 self._connections(targets), count, self.force, self.reextract, self.jobs,
+                                 budgets_url_for(self.store.engine), environ, self._proxy_book(),
+                                 waits_for_database=waiting())
+            fetcher = start(fetch_main, (fetch_job, work_in, fetched, results, owner))
+            if not in_threads:
+                work_in.close()  # the fetching process has its copy: its end of file is this end closing
+            earlier = scrape.earlier_selectors(self.store.selector_history(self.contract.name))
+            for index in range(count):
+                job = ParseJob(index, sent, self.artifacts.location, self._selectors, self.force, earlier,
+                               environ, waits_for_database=waiting())
+                start(worker_main, (job, fetched, results, self._controls[index], owner))
+            crew.workers = started[1:] + [fetcher]  # as _consume counts them: the parsers, then the fetcher
+            if owner is not None:
+                owner.close()  # the workers have their copies; this process keeps only the write end
+            yield crew
         finally:
-            for worker in workers:
+            crew.send(None)  # not sent yet (every target busy, or this process failed first): nothing to fetch
+            for worker in started:
                 worker.join(timeout=10)
                 if worker.is_alive() and not in_threads:
                     worker.terminate()
             if owner_end is not None:
                 owner_end.close()
             self.stats.finished = time.monotonic()
+
+    def _run(self, targets: Sequence[BatchTarget], crew: _Crew) -> Iterator[list[TargetOutcome]]:
+        names = [t.partition for t in targets]
+        previous = scrape.previous_all(self.store, self.contract.name, names)
+        states = self.store.states(self.contract.name, names)
+        pages = self.store.last_pages(self.contract.name, names) if self.reextract else None
+        crew.send(FetchWork(tuple(targets), previous,
+                            {t.partition: (states[t.partition].etag, states[t.partition].last_modified)
+                             for t in targets if t.partition in states}, pages))
+        yield from self._consume(crew.results, crew.workers, targets, crew.fetched, crew.parsers)
 
     def _proxy_book(self) -> ProxyBook | None:
         """Where the contract's proxies' health lasts between runs (None: it names no proxy)."""
@@ -217,8 +264,6 @@ class BatchRunner:
     def _connections(self, targets: Sequence[BatchTarget]) -> int:
         if self.settings.max_connections is not None:
             return self.settings.max_connections
-        from scrape_contracts.adapters.robots import host_key
-
         hosts = len({host_key(t.url) for t in targets})
         return min(256, max(32, hosts * getattr(self.fetch_settings, "concurrency", 4)))
 

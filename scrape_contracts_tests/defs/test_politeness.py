@@ -5,6 +5,7 @@ run, no slot is held through a Retry-After, robots.txt is read once per host and
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -63,6 +64,38 @@ def test_a_batch_gives_each_host_its_whole_concurrency_and_obeys_robots_txt(
         trail = read_trail(sqlite_harness.instance, "shop", partition="secret")[0]
         assert [e.stage for e in trail] == ["fetch_failed"] and "robots.txt disallows it" in trail[0].summary
         assert all(sqlite_harness.accepted("shop", key) for key in urls if key != "secret")
+
+
+def test_a_batch_reads_robots_txt_while_it_takes_its_leases_and_asks_no_page_before(
+        sqlite_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fetching process starts before the run holds its targets (service/batch_fetch.py): it reads each
+    # host's robots.txt meanwhile, and fetches a page only once the leases are taken
+    from scrape_contracts.service.batch_leases import BatchLeases
+
+    monkeypatch.setenv("SCRAPE_CONTRACTS_PARSE_WORKERS", "2")
+    taking, original = [], BatchLeases.take
+
+    def take(self: BatchLeases, partitions: Any) -> Any:
+        # wait (bounded, so that a regression fails instead of hanging) for both hosts' robots.txt
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (site.requests(A, "/robots.txt") and site.requests(B, "/robots.txt")):
+            time.sleep(0.01)
+        taking.append([s.path for s in site.seen])
+        return original(self, partitions)
+
+    monkeypatch.setattr(BatchLeases, "take", take)
+    with HostsSite({A: _plan(robots="User-agent: *\nDisallow: /private\n"), B: _plan()}) as site:
+        urls = {"a1": site.url(A, "/a/1"), "b1": site.url(B, "/b/1"), "secret": site.url(A, "/private/1")}
+        _contract(sqlite_harness, "shop", urls, "")
+        result = run_batch(sqlite_harness, "shop")
+
+        assert taking == [["/robots.txt", "/robots.txt"]]  # both read before the leases, and nothing else
+        assert len(site.requests(A, "/robots.txt")) == 1 and len(site.requests(B, "/robots.txt")) == 1  # once
+        assert not site.requests(A, "/private/1")  # and obeyed
+        assert sqlite_harness.accepted("shop", "a1") and sqlite_harness.accepted("shop", "b1")
+        [summary] = batch_summaries(sqlite_harness.instance, "shop", [result.run_id])
+        assert [(f["partition"], "robots.txt disallows it" in f["reason"]) for f in summary["failures"]] \
+            == [("secret", True)]
 
 
 def test_a_batch_leaves_no_slot_held_through_a_retry_after_and_honours_crawl_delay(

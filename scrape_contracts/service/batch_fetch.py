@@ -27,11 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
-
 from scrape_contracts.adapters.store.outages import as_the_run_does
 from scrape_contracts.adapters.pages import open_pages
-from scrape_contracts.adapters.fetch.client import default_ssl_context
 from scrape_contracts.adapters.fetch.pace import AsyncPacer, HostLimits, limits_for
 from scrape_contracts.adapters.store import SelectorVersion
 from scrape_contracts.adapters.store.host_budgets import HostBudgets
@@ -41,27 +38,6 @@ from scrape_contracts.service.breaker import HostBreaker
 from scrape_contracts.service.crawl import Crawl
 from scrape_contracts.service.records import Previous
 from scrape_contracts.service.stored_pages import ArtifactFetcher
-
-
-def _ready_to_fetch() -> None:
-    """What a fetching process would otherwise do before its first request, done once at import: the
-    forkserver imports this module (service/forkserver.py), so every fetching process forked from it starts
-    with both done.
-
-    - The default TLS context: each process built its own before, loading the CA bundle again (py-spy: a
-      tenth of a fetching process's CPU on a loaded machine in an unchanged sweep of ten runs of 200).
-    - anyio's asyncio backend, which httpcore imports at a process's first request: 0.1 s between a fresh
-      fetching process's first request leaving the fetcher and its first connection (docs/performance.md).
-      Loaded by running anyio once, its public way; skipped in a thread whose event loop is running.
-    """
-    default_ssl_context()
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        anyio.run(anyio.sleep, 0)
-
-
-_ready_to_fetch()
 
 _SEND_AT = 16  # pages per message to the parse workers
 _SEND_EVERY_S = 0.05  # or sooner

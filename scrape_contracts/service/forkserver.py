@@ -10,7 +10,8 @@ from __future__ import annotations
 import multiprocessing
 from typing import Any
 
-_PRELOAD = ["scrape_contracts.service.batch_worker", "scrape_contracts.service.batch_fetch"]
+_PRELOAD = ["scrape_contracts.service.batch_worker", "scrape_contracts.service.batch_fetch",
+            "scrape_contracts.service.fetch_ready"]
 
 
 def worker_context() -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 
 import dagster as dg
 
+from scrape_contracts.adapters.fetch.robots import host_key
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.defs.batch import (
     QUIET_CONFIG, QUIET_CONSOLE, BatchConfig, BatchPlan, ChunkTally, hold_connections, plan_batch, scrape_chunk,
@@ -42,8 +43,6 @@ RESUMES = 3  # a chunk goes on after this many statements broken by the database
 
 def deal(targets: list[BatchTarget], chunks: int) -> list[list[BatchTarget]]:
     """``chunks`` shares, each with its part of every host's targets (empty shares left out)."""
-    from scrape_contracts.adapters.robots import host_key  # here: robots and fetch import each other
-
     by_host: dict[str, list[BatchTarget]] = {}
     for target in targets:
         by_host.setdefault(host_key(target.url), []).append(target)

@@ -25,9 +25,10 @@ import dagster as dg
 from scrape_contracts.adapters.fetch.robots import host_key
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.defs.batch import (
-    QUIET_CONFIG, QUIET_CONSOLE, BatchConfig, BatchPlan, ChunkTally, hold_connections, plan_batch, scrape_chunk,
+    BatchConfig, BatchPlan, ChunkTally, hold_connections, plan_batch, scrape_chunk,
     summary_observation,
 )
+from scrape_contracts.defs.console import QUIET_CONFIG, QUIET_CONSOLE
 from scrape_contracts.defs.executors import Scale, executor_for
 from scrape_contracts.defs.io_managers import RUN_EVENTS_IO_MANAGER as IO_MANAGER_KEY, carried
 from scrape_contracts.defs.leases import chunk_ended, chunk_holder

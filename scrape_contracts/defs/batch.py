@@ -34,6 +34,7 @@ from scrape_contracts.defs.names import (
 )
 from scrape_contracts.defs.metadata import bounded
 from scrape_contracts.defs.checks import aimed_at_latest, check_metadata, contract_check_names
+from scrape_contracts.defs.console import QUIET_CONFIG, QUIET_CONSOLE
 from scrape_contracts.defs.partitions import partitions_for
 from scrape_contracts.defs.resources import PageStoreResource, FetchResource, ProjectStoreResource
 from scrape_contracts.service.ahead import ahead
@@ -43,9 +44,6 @@ from scrape_contracts.service.batch_summary import summarise
 from scrape_contracts.defs.leases import run_ended
 from scrape_contracts.service.records import FetchFailure, Refusal, Stage
 from scrape_contracts.service.scrape import target_urls
-
-
-
 
 
 class BatchConfig(dg.Config):
@@ -133,15 +131,6 @@ def _target_events(loaded: LoadedContract, outcome: TargetOutcome, checks: Seque
         others.append(dg.AssetObservation(asset_key=key, partition=partition, metadata=metadata,
                                           description=stage_description(stage, metadata)))
     return [], others
-
-
-# Dagster's console logger prints every event at DEBUG into the step's captured output: a fifth of a batched
-# run's time, measured with py-spy (2,000 materialisations). The event log stores every event either way; the
-# console keeps the run's own INFO lines (progress per chunk) and warnings. Dagster uses a job's loggers only
-# when the run config names them (else its default DEBUG console), so the job's default config names it:
-# launched runs printed 2,000 DEBUG lines until it did.
-QUIET_CONSOLE = {"console": dg.colored_console_logger.configured({"log_level": "INFO", "name": "dagster"})}
-QUIET_CONFIG = {"loggers": {"console": {}}}
 
 
 # Dagster's PostgreSQL storages open a new connection (a new server process) for each write: two per

@@ -22,11 +22,13 @@ from typing import Any
 
 import dagster as dg
 
+from scrape_contracts.adapters.fetch.robots import host_key
 from scrape_contracts.contract.loader import LoadedContract
 from scrape_contracts.defs.batch import (
-    QUIET_CONFIG, QUIET_CONSOLE, BatchConfig, BatchPlan, ChunkTally, hold_connections, plan_batch, scrape_chunk,
+    BatchConfig, BatchPlan, ChunkTally, hold_connections, plan_batch, scrape_chunk,
     summary_observation,
 )
+from scrape_contracts.defs.console import QUIET_CONFIG, QUIET_CONSOLE
 from scrape_contracts.defs.executors import Scale, executor_for
 from scrape_contracts.defs.io_managers import RUN_EVENTS_IO_MANAGER as IO_MANAGER_KEY, carried
 from scrape_contracts.defs.leases import chunk_ended, chunk_holder
@@ -42,8 +44,6 @@ RESUMES = 3  # a chunk goes on after this many statements broken by the database
 
 def deal(targets: list[BatchTarget], chunks: int) -> list[list[BatchTarget]]:
     """``chunks`` shares, each with its part of every host's targets (empty shares left out)."""
-    from scrape_contracts.adapters.robots import host_key  # here: robots and fetch import each other
-
     by_host: dict[str, list[BatchTarget]] = {}
     for target in targets:
         by_host.setdefault(host_key(target.url), []).append(target)

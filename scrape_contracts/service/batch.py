@@ -34,7 +34,7 @@ from typing import Any
 
 from scrape_contracts.adapters.pages import PageStore
 from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
-from scrape_contracts.adapters.robots import host_key  # after adapters.fetch: the two import each other
+from scrape_contracts.adapters.fetch.robots import host_key
 from scrape_contracts.adapters.store.host_budgets import budgets_url_for
 from scrape_contracts.adapters.store.outages import waiting
 from scrape_contracts.adapters.store import (

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from scrape_contracts.adapters.store.outages import as_the_run_does
 from scrape_contracts.adapters.pages import open_pages
 from scrape_contracts.adapters.fetch.pace import AsyncPacer, HostLimits, limits_for
+from scrape_contracts.adapters.fetch.robots import host_key
 from scrape_contracts.adapters.store import SelectorVersion
 from scrape_contracts.adapters.store.host_budgets import HostBudgets
 from scrape_contracts.contract.loader import LoadedContract
@@ -255,7 +256,7 @@ class Fetching:
         # validators are only worth sending when there is accepted data to fall back on
         etag, last_modified = work.validators.get(target.partition, (None, None)) \
             if before and not self.job.force else (None, None)
-        ticket = None if paced else await pacer.take(_host(target.url))
+        ticket = None if paced else await pacer.take(host_key(target.url))
         page: Any = None
         try:
             page = await fetcher.fetch(target.url, etag=etag, last_modified=last_modified)
@@ -265,9 +266,3 @@ class Fetching:
         finally:
             if ticket is not None:
                 pacer.give_back(ticket, getattr(page, "status", None))
-
-
-def _host(url: str) -> str:
-    from scrape_contracts.adapters.robots import host_key
-
-    return host_key(url)

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 from scrape_contracts.adapters.fetch.pace import AsyncPacer
-from scrape_contracts.adapters.robots import host_key
+from scrape_contracts.adapters.fetch.robots import host_key
 
 T = TypeVar("T")
 

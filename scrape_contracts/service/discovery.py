@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from scrape_contracts import settings
 from scrape_contracts.adapters.fetch import Fetcher, FetchError, Page, fetcher_for
 from scrape_contracts.adapters.fetch.proxy_book import ProxyBook
-from scrape_contracts.adapters.robots import is_robots_url, sitemaps_in
+from scrape_contracts.adapters.fetch.robots import is_robots_url, sitemaps_in
 from scrape_contracts.adapters.store import DiscoveryChanges, FoundTarget, ProjectStore
 from scrape_contracts.adapters.store.discovery_pages import KeptPage
 from scrape_contracts.contract.discover import Discover, ListingSource, SitemapSource

@@ -219,7 +219,7 @@ def test_the_docs_example_is_a_valid_fetch_block() -> None:
 
 
 def test_a_site_host_is_the_same_with_or_without_its_default_port() -> None:
-    from scrape_contracts.adapters.robots import host_key
+    from scrape_contracts.adapters.fetch.robots import host_key
 
     assert host_key("https://Shop.example:443/p/1") == host_key("https://shop.example/") == "https://shop.example"
     assert host_key("http://user:pw@shop.example:80/x") == "http://shop.example"

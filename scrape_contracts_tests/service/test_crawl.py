@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scrape_contracts.adapters.fetch import FetchError, async_fetcher_for, fetcher_for
-from scrape_contracts.adapters.robots import host_key
+from scrape_contracts.adapters.fetch.robots import host_key
 from scrape_contracts.contract.fetch import DEFAULT_USER_AGENT, FetchSettings
 from scrape_contracts.service.crawl import Crawl
 from scrape_contracts_tests.hosts_site import HostPlan, HostsSite, Seen

@@ -20,7 +20,7 @@ from scrape_contracts.adapters.fetch.policy import FetchPolicy, retry_after_seco
 from scrape_contracts.adapters.fetch.secrets import Scrubber
 from scrape_contracts.adapters.netguard import AddressGuard, Resolver
 from scrape_contracts.adapters.proxies import Fault, ProxyChoice, ProxyEndpoint, ProxyPool
-from scrape_contracts.adapters.robots import host_key
+from scrape_contracts.adapters.fetch.robots import host_key
 
 class ProxyRefused(httpx.ProxyError):
     """The proxy itself said no (407): its fault, named, already worded for the contract's author."""

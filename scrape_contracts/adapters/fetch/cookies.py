@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from scrape_contracts.adapters.robots import host_key
+from scrape_contracts.adapters.fetch.robots import host_key
 
 
 class NoCookies(httpx.Cookies):

@@ -17,7 +17,7 @@ from scrape_contracts.adapters.fetch.exchange import Exchange
 from scrape_contracts.adapters.fetch.steps import CheckAddress, CheckRobots, RobotsRefusal, Sleep, Turn
 from scrape_contracts.adapters.fetch.transport import ProxyTransport, SyncTransport
 from scrape_contracts.adapters.proxies import ProxyEndpoint
-from scrape_contracts.adapters.robots import host_key, robots_url, rules_from
+from scrape_contracts.adapters.fetch.robots import host_key, robots_url, rules_from
 
 
 class HttpFetcher(HttpFetcherBase, ClosesOnExit):

@@ -26,7 +26,7 @@ from scrape_contracts.adapters.fetch.pool import AsyncPool
 from scrape_contracts.adapters.fetch.transport import AsyncProxyTransport
 from scrape_contracts.adapters.proxies import ProxyEndpoint
 from scrape_contracts.adapters.netguard import Resolver, system_resolver
-from scrape_contracts.adapters.robots import host_key, robots_url, rules_from
+from scrape_contracts.adapters.fetch.robots import host_key, robots_url, rules_from
 
 # (host, addresses) looked up for the guard check under way in this task
 _LOOKED_UP: ContextVar[tuple[str, Sequence[str]] | None] = ContextVar("fetch_looked_up", default=None)

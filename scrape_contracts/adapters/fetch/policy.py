@@ -6,7 +6,7 @@ exception, and at the end the plan holds the ``Page`` or raises ``FetchError``. 
 redirects, the deadline, the size limit and the wording of every failure live here, so the two clients
 cannot drift apart.
 
-Politeness is the client's (adapters/fetch/pace.py, adapters/robots.py): before each hop the plan asks
+Politeness is the client's (adapters/fetch/pace.py, adapters/fetch/robots.py): before each hop the plan asks
 whether robots.txt allows it (``CheckRobots``), and before each attempt it waits for its turn at the host
 (``Turn``: a slot within the host's concurrency, the request rate). The slot is held until that attempt's
 ``Exchange`` ends, never through a ``Sleep``: a page waiting out a Retry-After leaves its slot to others.

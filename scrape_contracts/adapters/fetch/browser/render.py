@@ -32,7 +32,7 @@ from scrape_contracts.adapters.fetch.policy import RETRY_STATUSES
 from scrape_contracts.adapters.fetch.urls import origin, redact_url, url_problem
 from scrape_contracts.adapters.netguard import AddressGuard
 from scrape_contracts.adapters.proxies import Fault, ProxyChoice, ProxyEndpoint, ProxyPool
-from scrape_contracts.adapters.robots import host_key
+from scrape_contracts.adapters.fetch.robots import host_key
 
 if TYPE_CHECKING:
     from scrape_contracts.contract.fetch import BrowserSettings

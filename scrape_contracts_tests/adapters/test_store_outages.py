@@ -15,6 +15,7 @@ from typing import Any
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 
 from scrape_contracts.adapters.store import ProjectStore, StoreGone
 from scrape_contracts.adapters.store.outages import disconnects, waiting_from_the_first
@@ -96,6 +97,34 @@ def test_a_store_opened_for_a_batchs_work_waits_from_its_first_connection(
     relayed.restore()
     opener.join(120)
     assert opened["store"].recorded_by_run("shop", "run-1", ["p1"]) == {}
+
+
+def test_a_store_whose_new_connection_breaks_as_it_is_set_up_waits_and_opens(
+        relayed: Relayed, caplog: pytest.LogCaptureFixture) -> None:
+    # a batch's parse workers opened their store just as the database went away: the connection each had just
+    # made broke while the store set it up (before the schema check), and they died instead of waiting
+    caplog.set_level(logging.WARNING, logger=OUTAGES)
+    cut: list[int] = []
+
+    def cut_as_it_connects(dbapi_conn: Any, _record: Any) -> None:
+        if not cut and dbapi_conn.get_dsn_parameters().get("port") == str(relayed.port):
+            cut.append(1)
+            relayed.cut()  # the relay's end closes: the connection just made is dead under the store's SETs
+
+    def restore_once_waiting() -> None:
+        netns.wait_until("the store waiting for the database", lambda: "waiting for it" in caplog.text, 60)
+        relayed.restore()
+
+    restorer = threading.Thread(target=restore_once_waiting, daemon=True)
+    sa.event.listen(sa.pool.Pool, "connect", cut_as_it_connects)
+    try:
+        restorer.start()
+        with waiting_from_the_first():  # as a batch's worker process does (as_the_run_does)
+            store = ProjectStore(relayed.url)
+    finally:
+        sa.event.remove(sa.pool.Pool, "connect", cut_as_it_connects)
+    restorer.join(60)
+    assert cut and store.recorded_by_run("shop", "run-1", ["p1"]) == {}
 
 
 def test_a_store_gone_for_longer_than_the_bound_is_one_line_with_where_how_long_and_what_to_do(

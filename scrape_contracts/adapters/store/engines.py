@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection, Engine
 from scrape_contracts import settings
 from scrape_contracts.adapters import migrations
 from scrape_contracts.adapters.store.errors import StoreTooNew, unavailable
-from scrape_contracts.adapters.store.outages import wait_out_outages
+from scrape_contracts.adapters.store.outages import again_if_broken, wait_out_outages
 from scrape_contracts.adapters.store.rows import Lease, utc_now
 
 # one engine per store URL in this process, opened once (the package's existing_store asks it)
@@ -31,7 +31,10 @@ def _engine_for(url: str) -> Engine:
         if engine is None:
             engine = new_engine(url)
             try:
-                migrations.ensure_current(engine, shown_url(url))
+                # a new connection the database's going away broke before its first statement was done is
+                # one to make again (it then waits, as the run does): a batch's parse workers, opening their
+                # store just as it went away, died of it
+                again_if_broken(lambda: migrations.ensure_current(engine, shown_url(url)))
             except migrations.NewerSchema as exc:
                 engine.dispose()
                 raise StoreTooNew(str(exc)) from None

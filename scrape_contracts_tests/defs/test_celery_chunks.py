@@ -135,6 +135,9 @@ class Crew:
 
     def start_crew(self) -> None:
         """Workers a and b, ready, and the run started."""
+        # Dagster's tables made here, once: two workers finding the database empty both created them, and one
+        # died of it (psycopg2 DuplicateObject: type "run_tags" already exists)
+        dg.DagsterInstance.from_config(str(self.home)).dispose()
         for name in ("a", "b"):
             self.start_worker(name)
         for name in ("a", "b"):

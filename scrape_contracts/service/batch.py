@@ -220,7 +220,7 @@ class BatchRunner:
             # the fetching process first: its first requests (robots.txt) wait for nothing else
             hosts = tuple(dict.fromkeys(host_key(t.url) for t in targets))
             fetch_job = FetchJob(count, sent, self.fetch_settings, self.artifacts.location, hosts, self._selectors,
-                                 self._connections(targets), count, self.force, self.reextract, self.jobs,
+                                 self._connections(len(hosts)), count, self.force, self.reextract, self.jobs,
                                  budgets_url_for(self.store.engine), environ, self._proxy_book(),
                                  waits_for_database=waiting())
             fetcher = start(fetch_main, (fetch_job, work_in, fetched, results, owner))
@@ -261,10 +261,9 @@ class BatchRunner:
             return None
         return ProxyBook(self.store.url, self.contract.name, self.run_id)
 
-    def _connections(self, targets: Sequence[BatchTarget]) -> int:
+    def _connections(self, hosts: int) -> int:
         if self.settings.max_connections is not None:
             return self.settings.max_connections
-        hosts = len({host_key(t.url) for t in targets})
         return min(256, max(32, hosts * getattr(self.fetch_settings, "concurrency", 4)))
 
     # -- heal, commit, report -------------------------------------------------------------------------------

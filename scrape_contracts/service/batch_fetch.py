@@ -147,10 +147,7 @@ class Fetching:
                                     pacer=pacer, jobs=job.jobs, proxy_book=job.proxy_book)
         paced = isinstance(fetcher, AsyncHttpFetcher) or job.fetch_settings.adapter == "fixture"
         # the fetcher that keeps the proxies' health: the HTTP one, or the browser inside its robots.txt check
-        source = fetcher
-        while source is not None and not hasattr(source, "proxy_health"):
-            source = getattr(source, "fetcher", None)
-        self._http = source
+        self._http = _within(fetcher, "proxy_health")
         if loaded.contract.is_list:  # every page of a target, found with the item selector in force
             from scrape_contracts.adapters.fetch.paging import paged
             from scrape_contracts.service.lists import item_selector
@@ -161,9 +158,7 @@ class Fetching:
     def _read_robots(self, fetcher: Any) -> list[asyncio.Task[Any]]:
         """Start reading every host's robots.txt now, each once (the fetcher keeps it for the run): the
         targets' own checks then find it read, or being read. Nothing when robots.txt is not obeyed."""
-        reader = fetcher
-        while reader is not None and not hasattr(reader, "robots_refusal"):
-            reader = getattr(reader, "fetcher", None)
+        reader = _within(fetcher, "robots_refusal")
         if reader is None or getattr(reader, "robots_agent", None) is None:
             return []
         return [asyncio.create_task(reader.robots_refusal(f"{host}/")) for host in self.job.hosts]
@@ -266,3 +261,11 @@ class Fetching:
         finally:
             if ticket is not None:
                 pacer.give_back(ticket, getattr(page, "status", None))
+
+
+def _within(fetcher: Any, attribute: str) -> Any:
+    """``fetcher``, or the first fetcher it wraps (``.fetcher``, as paging and the browser do) that has
+    ``attribute``; None when none has."""
+    while fetcher is not None and not hasattr(fetcher, attribute):
+        fetcher = getattr(fetcher, "fetcher", None)
+    return fetcher
